@@ -1,0 +1,37 @@
+# The two commands of the README:
+#   make demo   set up (a virtualenv in .venv) and run the paper's chain, verified
+#   make test   set up and run the whole test suite (lint, types, tests)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: demo test lint bench proto clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: $(STAMP)
+	$(PY) -m semiactive demo
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy .
+
+test: lint
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) bench/engine_throughput.py
+	$(PY) bench/cluster_throughput.py
+
+proto: $(STAMP)
+	$(PY) -m semiactive.wire
+
+clean:
+	rm -rf $(VENV) runs .mypy_cache .ruff_cache .hypothesis build *.egg-info

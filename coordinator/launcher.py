@@ -1,0 +1,362 @@
+"""``semiactive cluster up``: every process of a config on this machine.
+
+Allocates loopback ports, starts one ``semiactive node`` process per node
+with its log in ``<run-dir>/logs``, waits until all answer, starts the
+sources at a common t0, shows live throughput, injects the faults asked for,
+and at the end stops the sources, lets in-flight tuples drain to the sinks,
+and stops every process. Exits non-zero if a process died unexpectedly or
+the run did not drain. Ctrl-C drains early; a second Ctrl-C kills at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from coordinator.faults import Fault, parse_faults
+from semiactive import config as config_mod
+from semiactive import topology as topology_mod
+from semiactive.config import ConfigError
+from semiactive.wire import control_pb2 as cpb
+from semiactive.wire import control_pb2_grpc as cpb_grpc
+from semiactive.wire import dataplane_pb2 as pb
+
+READY_TIMEOUT_S = 20.0
+DRAIN_TIMEOUT_S = 30.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+@dataclass
+class Process:
+    name: str
+    role: str
+    stage: str | None
+    port: int
+    metrics_port: int
+    popen: subprocess.Popen[bytes] | None = None
+    expected_exit: bool = False
+    killed_at: float | None = None
+    events: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+class Cluster:
+    """The running processes of one config, and how to talk to them."""
+
+    def __init__(self, config_path: str, run_dir: Path) -> None:
+        self.config_path = config_path
+        self.loaded = config_mod.load(config_path)
+        self.topology = topology_mod.resolve(self.loaded)
+        self.run_dir = run_dir
+        self.processes: dict[str, Process] = {}
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        self.t0 = 0.0
+
+    # -- start ----------------------------------------------------------------------
+
+    def allocate(self) -> None:
+        fixed = self.topology.config.endpoints
+        for name, info in self.topology.nodes.items():
+            if name in fixed:
+                ep = fixed[name]
+                if ep.host not in ("127.0.0.1", "localhost") and not ep.host.startswith("127."):
+                    raise self.loaded.error(
+                        f"cluster up runs on loopback only; {ep.host} is not", "endpoints", name
+                    )
+                if port_in_use(ep.host, ep.port):
+                    raise self.loaded.error(f"port {ep.port} is already in use", "endpoints", name, "port")
+                port, metrics = ep.port, ep.metrics_port or free_port()
+            else:
+                port, metrics = free_port(), free_port()
+            self.processes[name] = Process(name, info.role, info.stage, port, metrics)
+
+    def spawn(self) -> None:
+        for sub in ("logs", "sink", "sources", "telemetry"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        endpoints = {
+            p.name: {"host": "127.0.0.1", "port": p.port, "metrics_port": p.metrics_port}
+            for p in self.processes.values()
+        }
+        endpoints_file = self.run_dir / "endpoints.json"
+        endpoints_file.write_text(json.dumps(endpoints, indent=2))
+        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
+        for p in self.processes.values():
+            self.start_process(p, endpoints_file, env)
+        self.write_cluster_json()
+
+    def start_process(self, p: Process, endpoints_file: Path, env: dict[str, str]) -> None:
+        log = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
+        cmd = [
+            sys.executable,
+            "-m",
+            "semiactive",
+            "node",
+            "--config",
+            str(self.config_path),
+            "--name",
+            p.name,
+            "--endpoints",
+            str(endpoints_file),
+            "--run-dir",
+            str(self.run_dir),
+        ]
+        p.popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        log.close()
+        self.channels[p.name] = grpc.aio.insecure_channel(p.address)
+
+    def write_cluster_json(self) -> None:
+        doc = {
+            "name": self.topology.config.name,
+            "config": str(Path(self.config_path).resolve()),
+            "t0_unix": self.t0 or None,
+            "processes": [
+                {
+                    "name": p.name,
+                    "role": p.role,
+                    "stage": p.stage,
+                    "pid": p.popen.pid if p.popen else None,
+                    "ports": {"grpc": p.port, "metrics": p.metrics_port},
+                }
+                for p in self.processes.values()
+            ],
+        }
+        (self.run_dir / "cluster.json").write_text(json.dumps(doc, indent=2))
+
+    def control(self, name: str) -> cpb_grpc.ControlStub:
+        return cpb_grpc.ControlStub(self.channels[name])
+
+    async def status(self, name: str, timeout: float = 1.0) -> cpb.NodeStatus | None:
+        try:
+            status: cpb.NodeStatus = await self.control(name).Status(pb.Empty(), timeout=timeout)
+            return status
+        except grpc.aio.AioRpcError:
+            return None
+
+    def dead(self) -> list[Process]:
+        return [p for p in self.processes.values() if not p.alive and not p.expected_exit]
+
+    def log_tail(self, name: str, lines: int = 3) -> str:
+        path = self.run_dir / "logs" / f"{name}.log"
+        try:
+            text = path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-lines:])
+
+    async def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        pending = set(self.processes)
+        while pending:
+            for p in self.dead():
+                raise RuntimeError(f"{p.name} exited during start-up: {self.log_tail(p.name)}")
+            for name in list(pending):
+                if await self.status(name, timeout=0.5) is not None:
+                    pending.discard(name)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(sorted(pending))}")
+            if pending:
+                await asyncio.sleep(0.05)
+
+    async def start(self) -> None:
+        self.t0 = time.time() + 0.2
+        await asyncio.gather(
+            *(self.control(n).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2) for n in self.processes)
+        )
+        self.write_cluster_json()
+
+    # -- stop -------------------------------------------------------------------------
+
+    async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> bool:
+        """Stop the sources and wait until every live sink has everything."""
+        for p in self.processes.values():
+            if p.role == "source" and p.alive:
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
+        deadline = time.monotonic() + timeout
+        sinks = [p for p in self.processes.values() if p.role == "sink"]
+        while time.monotonic() < deadline:
+            states = [await self.status(p.name) for p in sinks if p.alive]
+            if all(s is not None and s.finished for s in states) and all(p.alive for p in sinks):
+                return True
+            if any(not p.alive for p in sinks):
+                return False
+            await asyncio.sleep(0.1)
+        return False
+
+    async def shutdown(self) -> None:
+        for p in self.processes.values():
+            p.expected_exit = True
+            if p.alive:
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await self.control(p.name).Stop(cpb.StopRequest(exit=True, now=True), timeout=1)
+        deadline = time.monotonic() + 5
+        while any(p.alive for p in self.processes.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.kill_all()
+        for channel in self.channels.values():
+            await channel.close(None)
+
+    def kill_all(self) -> None:
+        for p in self.processes.values():
+            if p.popen is not None:
+                if p.popen.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.popen.pid, signal.SIGKILL)
+                    # A frozen process must be able to die.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.popen.pid, signal.SIGCONT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.popen.wait(timeout=5)
+
+
+async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show: bool) -> None:
+    """Run for ``duration`` seconds, injecting faults and printing a line per
+    second: elapsed time, rows produced by the sources and delivered to the
+    sinks per second."""
+    started = time.monotonic()
+    last: dict[str, int] = {}
+    pending = sorted(faults, key=lambda f: f.at)
+    while True:
+        elapsed = time.monotonic() - started
+        while pending and pending[0].at <= elapsed:
+            fault = pending.pop(0)
+            await fault.inject(cluster)
+        if elapsed >= duration:
+            return
+        dead = cluster.dead()
+        if dead:
+            raise RuntimeError(
+                ", ".join(f"{p.name} died unexpectedly: {cluster.log_tail(p.name)}" for p in dead)
+            )
+        if show:
+            parts = []
+            for p in cluster.processes.values():
+                if p.role not in ("source", "sink") or not p.alive:
+                    continue
+                st = await cluster.status(p.name, timeout=0.3)
+                if st is None:
+                    continue
+                count = st.tuples_out if p.role == "source" else st.tuples_in
+                rate = count - last.get(p.name, 0)
+                last[p.name] = count
+                parts.append(f"{p.name} {rate:,}/s")
+            sys.stderr.write(f"\r  t={elapsed:5.1f}s  " + "  ".join(parts) + "   ")
+            sys.stderr.flush()
+        await asyncio.sleep(min(1.0, max(0.05, duration - elapsed)) if not pending else 0.05)
+
+
+async def run_cluster(
+    config: str,
+    duration: float,
+    run_dir: Path | None,
+    kills: list[str],
+    stops: list[str],
+    progress: bool = True,
+) -> int:
+    run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    cluster = Cluster(config, run_dir)
+    faults = parse_faults(kills, stops, cluster.topology)
+    cluster.allocate()
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+
+    def on_sigint() -> None:
+        if interrupted.is_set():
+            cluster.kill_all()
+            os._exit(130)
+        interrupted.set()
+        print("\ninterrupted: draining (Ctrl-C again to kill)", file=sys.stderr)
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    code = 0
+    try:
+        cluster.spawn()
+        await cluster.wait_ready()
+        await cluster.start()
+        run = asyncio.create_task(_progress(cluster, duration, faults, progress))
+        stop = asyncio.create_task(interrupted.wait())
+        await asyncio.wait([run, stop], return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if run.done():
+            run.result()
+        else:
+            run.cancel()
+        if progress:
+            sys.stderr.write("\n")
+        drained = await cluster.drain()
+        dead = cluster.dead()
+        for p in dead:
+            print(f"{p.name} died unexpectedly: {cluster.log_tail(p.name)}", file=sys.stderr)
+        if not drained:
+            print("the run did not drain: sinks did not receive the end of stream in time", file=sys.stderr)
+        code = 0 if drained and not dead else 1
+        report = summarize(cluster)
+        print(report, file=sys.stderr)
+    except RuntimeError as exc:
+        print(f"semiactive: {exc}", file=sys.stderr)
+        code = 1
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        await cluster.shutdown()
+    return code
+
+
+def summarize(cluster: Cluster) -> str:
+    lines = []
+    for p in cluster.processes.values():
+        if p.role == "sink":
+            report = cluster.run_dir / "telemetry" / f"{p.name}.latency.json"
+            if report.exists():
+                data = json.loads(report.read_text())
+                lines.append(
+                    f"{p.name}: {data['delivered']:,} rows; latency p50 {_ms(data.get('p50_ms'))}, "
+                    f"p99 {_ms(data.get('p99_ms'))}"
+                )
+        if p.role == "source":
+            end = cluster.run_dir / "sources" / f"{p.name}.end.json"
+            if end.exists():
+                lines.append(f"{p.name}: emitted {json.loads(end.read_text())['count']:,} rows")
+    return "\n".join(lines)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} ms"
+
+
+def main_error(exc: ConfigError) -> int:
+    print(f"semiactive: {exc}", file=sys.stderr)
+    return 2

@@ -1,0 +1,130 @@
+"""The upstream output queue with its three cursors (ha-protocol.md).
+
+One log per output stream of a stage, shared by every consumer edge; each
+edge has its own cursors ``cut <= backed_up + 1`` and ``backed_up <= head``:
+
+- seqs before ``cut`` are acknowledged (Level-1, or Level-0 when the edge is
+  not protected) and may be freed;
+- ``(backed_up, head]`` is the paper's output queue: not yet shipped to the
+  consumer's secondary. :meth:`take_backup` ships it when it holds B rows;
+  a cut that passes ``backed_up`` drops those rows unsent (SAS's saving);
+- ``[cut, backed_up]`` is retained in memory only, so that a new primary or a
+  fresh secondary can be fed from here (replay from ``cut``).
+
+The log frees storage below the smallest cut over all edges. It is bounded:
+when it holds ``capacity`` rows, :attr:`full` tells the producer to wait
+(backpressure, never loss).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from node.engine.elements import Element
+
+UNBOUNDED = 2**62
+
+
+@dataclass
+class EdgeCursors:
+    cut: int  # first seq the consumer may still need
+    backed_up: int  # last seq shipped to the consumer's secondary
+    batch_size: int = UNBOUNDED  # B; 1 for AS, UNBOUNDED for UB / no backup
+    dropped_unsent: int = 0  # rows released before being shipped (SAS saving)
+    shipped: int = 0  # rows shipped to the secondary
+
+
+class OutputLog:
+    def __init__(self, capacity: int = 1_000_000, first_seq: int = 1) -> None:
+        self.capacity = capacity
+        self._items: list[Element] = []
+        self._base = first_seq  # seq of _items[0]
+        self.head = first_seq - 1  # last appended seq
+        self.watermark = -(2**62)
+        self.end_of_stream = False
+        self.edges: dict[str, EdgeCursors] = {}
+
+    # -- producer side --------------------------------------------------------
+
+    def append(self, elements: list[Element], watermark: int | None = None) -> None:
+        self._items.extend(elements)
+        self.head += len(elements)
+        if watermark is not None and watermark > self.watermark:
+            self.watermark = watermark
+
+    def finish(self, watermark: int) -> None:
+        """End of stream. The final watermark covers every row: nothing more
+        can arrive at any instant, including the last row's."""
+        last_ts = self._items[-1][0] if self._items else watermark
+        self.watermark = max(self.watermark, watermark, last_ts)
+        self.end_of_stream = True
+
+    @property
+    def first(self) -> int:
+        """Oldest seq still stored."""
+        return self._base
+
+    @property
+    def retained(self) -> int:
+        return self.head - self._base + 1
+
+    @property
+    def full(self) -> bool:
+        return self.retained >= self.capacity
+
+    def get(self, first: int, last: int) -> list[Element]:
+        """Rows ``first..last`` (inclusive), clipped to what is stored."""
+        first = max(first, self._base)
+        last = min(last, self.head)
+        if first > last:
+            return []
+        return self._items[first - self._base : last - self._base + 1]
+
+    # -- consumer edges --------------------------------------------------------
+
+    def add_edge(self, edge: str, batch_size: int = UNBOUNDED, cut: int | None = None) -> EdgeCursors:
+        start = self._base if cut is None else max(cut, self._base)
+        cursors = EdgeCursors(cut=start, backed_up=start - 1, batch_size=batch_size)
+        self.edges[edge] = cursors
+        return cursors
+
+    def release(self, edge: str, cut: int) -> None:
+        """The consumer of ``edge`` no longer needs seqs before ``cut``."""
+        cursors = self.edges[edge]
+        if cut <= cursors.cut:
+            return
+        cut = min(cut, self.head + 1)
+        cursors.cut = cut
+        if cursors.backed_up < cut - 1:
+            cursors.dropped_unsent += cut - 1 - cursors.backed_up
+            cursors.backed_up = cut - 1
+        self._free()
+
+    def take_backup(self, edge: str, force: bool = False) -> tuple[int, list[Element]]:
+        """The rows to ship to the edge's secondary now, with the first seq:
+        all unsent rows once there are ``batch_size`` of them (or ``force``,
+        Algorithm 1 lines 18-19), else nothing."""
+        cursors = self.edges[edge]
+        unsent = self.head - cursors.backed_up
+        if unsent <= 0 or (unsent < cursors.batch_size and not force):
+            return cursors.backed_up + 1, []
+        first = cursors.backed_up + 1
+        rows = self.get(first, self.head)
+        cursors.backed_up = self.head
+        cursors.shipped += len(rows)
+        return first, rows
+
+    def unsent(self, edge: str) -> int:
+        return self.head - self.edges[edge].backed_up
+
+    def _free(self) -> None:
+        if not self.edges:
+            return
+        low = min(c.cut for c in self.edges.values())
+        drop = low - self._base
+        if drop <= 0:
+            return
+        # Deleting a list prefix is O(n); do it in chunks, not per ack.
+        if drop >= 4096 or drop * 2 >= len(self._items):
+            del self._items[:drop]
+            self._base = low

@@ -1,0 +1,39 @@
+"""The CQL compiler front-end: CQL text -> logical plan (:mod:`node.cql.plan`).
+
+``compile_program`` parses (parser.py, grammar.lark), binds and type-checks
+(binder.py, exprs.py) and validates the delay rule for recursive programs
+(cycles.py); ``explain`` describes the result (explain.py). Every error is a
+:class:`CqlError` positioned at the offending token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from node.cql import plan
+from node.cql.binder import bind
+from node.cql.cycles import check_delays
+from node.cql.errors import CqlError
+from node.cql.explain import explain
+from node.cql.parser import parse
+
+__all__ = ["CqlError", "compile_program", "explain", "parse"]
+
+
+def compile_program(
+    text: str,
+    *,
+    inputs: Mapping[str, plan.InputDecl] | None = None,
+    file: str = "<query>",
+    insert_delays: bool = False,
+) -> plan.Program:
+    """Compile a CQL program.
+
+    ``inputs`` declares stage inputs in addition to the program's own
+    ``REGISTER STREAM`` / ``REGISTER RELATION`` statements. Every cycle must
+    pass through a delay (``ISTREAM(...)<Now>``); with ``insert_delays`` an
+    epsilon delay is added after a stream operator on each cycle without one.
+    """
+    bound = bind(parse(text, file), inputs, file)
+    check_delays(bound.program, positions=bound.positions, file=file, insert_delays=insert_delays)
+    return bound.program

@@ -1,0 +1,406 @@
+"""CQL text -> :mod:`node.cql.ast`, with lark (LALR).
+
+The grammar lives in ``grammar.lark``; this module turns lark's tree into
+positioned AST nodes, checks what the grammar leaves open (type names, time
+units, window sizes, function names) and converts lark's exceptions into
+:class:`CqlError` saying what was found and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from pathlib import Path
+from typing import Any, TypedDict
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
+from node.cql import ast, plan
+from node.cql.errors import CqlError
+
+_UNITS: dict[str, int] = {}
+for _names, _ms in (
+    (("ms", "msec", "msecs", "millisecond", "milliseconds"), 1),
+    (("s", "sec", "secs", "second", "seconds"), 1000),
+    (("min", "mins", "minute", "minutes"), 60_000),
+    (("hour", "hours"), 3_600_000),
+    (("day", "days"), 86_400_000),
+):
+    for _name in _names:
+        _UNITS[_name] = _ms
+
+_TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
+
+
+@functools.cache
+def _lark() -> Lark:
+    return Lark(
+        (Path(__file__).parent / "grammar.lark").read_text(),
+        parser="lalr",
+        # Keywords are reserved everywhere (a contextual lexer would read a
+        # misplaced keyword as an identifier and report a confusing error).
+        lexer="basic",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def parse(text: str, file: str = "<query>") -> ast.Program:
+    """Parse a whole CQL program. Raises :class:`CqlError`."""
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, text, file) from None
+    try:
+        program = _ToAst(text, file).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, CqlError):
+            raise exc.orig_exc from None
+        raise
+    assert isinstance(program, ast.Program)
+    return program
+
+
+# ---- syntax errors -------------------------------------------------------------
+
+_TERMINAL_NAMES = {
+    "NAME": "identifier",
+    "INT": "integer",
+    "DECIMAL": "number",
+    "STRING": "string",
+    "COMPOP": "comparison operator",
+    "DELAY": "delay such as <Now>",
+    "$END": "end of input",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "DOT": "'.'",
+    "SEMICOLON": "';'",
+    "STAR": "'*'",
+    "SLASH": "'/'",
+    "PERCENT": "'%'",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    return _TERMINAL_NAMES.get(name, name.lstrip("_"))
+
+
+def _syntax_error(exc: UnexpectedInput, text: str, file: str) -> CqlError:
+    line, column = exc.line, exc.column
+    if isinstance(exc, UnexpectedToken) and exc.token.type == "$END":
+        found = "end of input"
+        line, column = _end_position(text)
+        position = len(text)
+    elif isinstance(exc, UnexpectedToken):
+        found = repr(str(exc.token))
+        position = exc.token.start_pos or 0
+    else:
+        assert isinstance(exc, UnexpectedCharacters)
+        position = exc.pos_in_stream or 0
+        found = f"character {text[position]!r}"
+    expected = sorted({_describe_terminal(t) for t in _expected_at(text, position)})
+    message = f"syntax error: unexpected {found}"
+    if found == "')'" and _unbalanced(text[: position + 1]):
+        message += " (no matching '(')"
+    if expected:
+        message += "; expected " + (
+            expected[0] if len(expected) == 1 else "one of " + ", ".join(expected)
+        )
+    return CqlError(message, line, column, file)
+
+
+def _expected_at(text: str, position: int) -> set[str]:
+    """The terminals the parser accepts just before ``position``.
+
+    LALR may reduce on a bad token before noticing the error, so the state in
+    lark's exception can be too far out (e.g. "expected end of input" for a
+    stray ')'); re-parse up to the bad token and ask the parser there.
+    """
+    interactive = _lark().parse_interactive(text)
+    try:
+        for token in interactive.iter_parse():
+            if token.start_pos is not None and token.start_pos >= position:
+                break
+    except UnexpectedInput:
+        pass
+    return set(interactive.accepts())  # type: ignore[no-untyped-call]
+
+
+_NOISE = re.compile(r"'([^']|'')*'|--[^\n]*|/\*(.|\n)*?\*/")
+
+
+def _unbalanced(prefix: str) -> bool:
+    code = _NOISE.sub(" ", prefix)
+    return code.count(")") > code.count("(")
+
+
+def _end_position(text: str) -> tuple[int, int]:
+    lines = text.split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+# ---- tree -> AST ------------------------------------------------------------------
+
+
+class _Position(TypedDict):
+    line: int
+    column: int
+
+
+def _pos(item: Any) -> _Position:
+    """Position keywords for an AST node from a lark Meta or Token."""
+    return {"line": item.line, "column": item.column}
+
+
+_DELAY_RE = re.compile(r"<\s*(now|([0-9]+)\s*([a-z]*))\s*>", re.IGNORECASE)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer[Token, Any]):
+    def __init__(self, text: str, file: str) -> None:
+        super().__init__()
+        self.text = text
+        self.file = file
+
+    def _error(self, message: str, where: Any) -> CqlError:
+        return CqlError(message, where.line, where.column, self.file)
+
+    # -- statements
+
+    def start(self, meta: Any, children: list[Any]) -> ast.Program:
+        statements: list[ast.Statement] = []
+        anonymous = 0
+        for child in children:
+            if isinstance(child, ast.RegisterQuery) and child.anonymous:
+                anonymous += 1
+                child = dataclasses.replace(child, name=f"query{anonymous}")
+            if isinstance(child, ast.RegisterInput | ast.RegisterQuery):
+                statements.append(child)
+        return ast.Program(tuple(statements), line=1, column=1)
+
+    def register_input(self, meta: Any, children: list[Any]) -> ast.RegisterInput:
+        kind_token, name, *attributes = children
+        kind = plan.Kind.STREAM if kind_token.type == "STREAM" else plan.Kind.RELATION
+        return ast.RegisterInput(kind, str(name), tuple(attributes), **_pos(meta))
+
+    def attr(self, meta: Any, children: list[Any]) -> ast.Attribute:
+        name, type_name, length = children
+        lowered = str(type_name).lower()
+        if lowered == "char":
+            if length is None:
+                raise self._error("type char needs a length, e.g. char(10)", type_name)
+            if int(length) < 1:
+                raise self._error("char length must be at least 1", length)
+            sql_type = plan.char(int(length))
+        elif lowered in _TYPES:
+            if length is not None:
+                raise self._error(f"type {lowered} takes no length", length)
+            sql_type = _TYPES[lowered]
+        else:
+            raise self._error(
+                f"unknown type {str(type_name)!r}; expected integer, int, float, byte or char(n)",
+                type_name,
+            )
+        return ast.Attribute(str(name), sql_type, **_pos(meta))
+
+    def register_query(self, meta: Any, children: list[Any]) -> ast.RegisterQuery:
+        name, query = children
+        return ast.RegisterQuery(str(name), query, **_pos(meta))
+
+    def bare_query(self, meta: Any, children: list[Any]) -> ast.RegisterQuery:
+        return ast.RegisterQuery("", children[0], anonymous=True, **_pos(meta))
+
+    # -- queries
+
+    def query(self, meta: Any, children: list[Any]) -> ast.Query:
+        body, delay_token = children
+        delay = None if delay_token is None else self._delay(delay_token)
+        return ast.Query(body, delay, **_pos(meta))
+
+    def _delay(self, token: Token) -> ast.Delay:
+        match = _DELAY_RE.fullmatch(str(token))
+        assert match is not None
+        if match.group(1).lower() == "now":
+            return ast.Delay(plan.EPSILON_MS, str(token), **_pos(token))
+        ms = int(match.group(2)) * self._unit(match.group(3), token)
+        if ms < 1:
+            raise self._error(f"delay {token} must be at least 1 ms", token)
+        return ast.Delay(ms, str(token), **_pos(token))
+
+    def _unit(self, unit: str | None, where: Any) -> int:
+        if not unit:
+            return 1
+        factor = _UNITS.get(unit.lower())
+        if factor is None:
+            raise self._error(
+                f"unknown time unit {unit!r}; expected ms, seconds, minutes, hours or days",
+                where,
+            )
+        return factor
+
+    def set_op_expr(self, meta: Any, children: list[Any]) -> ast.SetOp:
+        left, (op, token), right = children
+        return ast.SetOp(op, left, right, **_pos(token))
+
+    def set_op(self, meta: Any, children: list[Any]) -> tuple[str, Token]:
+        return " ".join(str(t).upper() for t in children), children[0]
+
+    def stream_op(self, meta: Any, children: list[Any]) -> ast.StreamOp:
+        token, body = children
+        return ast.StreamOp(str(token).upper(), body, **_pos(token))
+
+    def select(self, meta: Any, children: list[Any]) -> ast.Select:
+        distinct, *middle, where, group_by, having = children
+        items = tuple(c for c in middle if isinstance(c, ast.StarItem | ast.ExprItem))
+        from_items = tuple(c for c in middle if isinstance(c, ast.FromName | ast.FromSubquery))
+        return ast.Select(
+            distinct is not None, items, from_items, where, group_by, having, **_pos(meta)
+        )
+
+    def where(self, meta: Any, children: list[Any]) -> ast.Expr:
+        return children[0]  # type: ignore[no-any-return]
+
+    def having(self, meta: Any, children: list[Any]) -> ast.Expr:
+        return children[0]  # type: ignore[no-any-return]
+
+    def group_by(self, meta: Any, children: list[Any]) -> tuple[ast.Expr, ...]:
+        return tuple(children)
+
+    def star_item(self, meta: Any, children: list[Any]) -> ast.StarItem:
+        return ast.StarItem(None, **_pos(meta))
+
+    def qualified_star_item(self, meta: Any, children: list[Any]) -> ast.StarItem:
+        return ast.StarItem(str(children[0]), **_pos(meta))
+
+    def expr_item(self, meta: Any, children: list[Any]) -> ast.ExprItem:
+        expr, alias = children
+        return ast.ExprItem(expr, None if alias is None else str(alias), **_pos(meta))
+
+    def from_name(self, meta: Any, children: list[Any]) -> ast.FromName:
+        name, window, alias = children
+        return ast.FromName(str(name), window, None if alias is None else str(alias), **_pos(meta))
+
+    def from_subquery(self, meta: Any, children: list[Any]) -> ast.FromSubquery:
+        query, window, alias = children
+        return ast.FromSubquery(query, window, str(alias), **_pos(meta))
+
+    # -- windows
+
+    def _window(self, meta: Any, spec: plan.WindowSpec, **extra: Any) -> ast.WindowAst:
+        text = " ".join(self.text[meta.start_pos : meta.end_pos].split())
+        return ast.WindowAst(spec, text, **extra, **_pos(meta))
+
+    def now_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
+        return self._window(meta, plan.NowWindow())
+
+    def unbounded_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
+        return self._window(meta, plan.UnboundedWindow())
+
+    def range_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
+        _, (range_ms, _range_token), slide = children
+        slide_ms = 1
+        if slide is not None:
+            slide_ms, slide_token = slide
+            if slide_ms < 1:
+                raise self._error("window slide must be at least 1 ms", slide_token)
+        if range_ms == 0 and slide_ms == 1:
+            return self._window(meta, plan.NowWindow())
+        return self._window(meta, plan.RangeWindow(range_ms, slide_ms))
+
+    def rows_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
+        _, rows, slide = children
+        self._at_least_one(rows, "window row count")
+        if slide is not None:
+            self._at_least_one(slide, "window slide")
+        spec = plan.RowsWindow(int(rows), 1 if slide is None else int(slide))
+        return self._window(meta, spec)
+
+    def partition_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
+        _, *keys, rows = children
+        self._at_least_one(rows, "window row count")
+        return self._window(meta, plan.PartitionWindow((), int(rows)), keys=tuple(keys))
+
+    def _at_least_one(self, token: Token, what: str) -> None:
+        if int(token) < 1:
+            raise self._error(f"{what} must be at least 1", token)
+
+    def time(self, meta: Any, children: list[Any]) -> tuple[int, Token]:
+        amount, unit = children
+        where = amount if unit is None else unit
+        return int(amount) * self._unit(None if unit is None else str(unit), where), amount
+
+    # -- expressions
+
+    def _bool(self, meta: Any, op: str, left: ast.Expr, right: ast.Expr) -> ast.BoolExpr:
+        operands: list[ast.Expr] = []
+        for side in (left, right):
+            if isinstance(side, ast.BoolExpr) and side.op == op:
+                operands.extend(side.operands)
+            else:
+                operands.append(side)
+        return ast.BoolExpr(op, tuple(operands), **_pos(meta))
+
+    def or_expr(self, meta: Any, children: list[Any]) -> ast.BoolExpr:
+        return self._bool(meta, "OR", children[0], children[2])
+
+    def and_expr(self, meta: Any, children: list[Any]) -> ast.BoolExpr:
+        return self._bool(meta, "AND", children[0], children[2])
+
+    def not_expr(self, meta: Any, children: list[Any]) -> ast.Not:
+        return ast.Not(children[1], **_pos(meta))
+
+    def compare(self, meta: Any, children: list[Any]) -> ast.Binary:
+        left, op, right = children
+        normal = "!=" if str(op) == "<>" else str(op)
+        return ast.Binary(normal, left, right, op.line, op.column, **_pos(meta))
+
+    def arith(self, meta: Any, children: list[Any]) -> ast.Binary:
+        left, op, right = children
+        return ast.Binary(str(op), left, right, op.line, op.column, **_pos(meta))
+
+    def neg(self, meta: Any, children: list[Any]) -> ast.Negate:
+        return ast.Negate(children[1], **_pos(meta))
+
+    def int_lit(self, meta: Any, children: list[Any]) -> ast.IntLit:
+        return ast.IntLit(int(children[0]), **_pos(meta))
+
+    def float_lit(self, meta: Any, children: list[Any]) -> ast.FloatLit:
+        return ast.FloatLit(float(children[0]), **_pos(meta))
+
+    def str_lit(self, meta: Any, children: list[Any]) -> ast.StrLit:
+        return ast.StrLit(str(children[0])[1:-1].replace("''", "'"), **_pos(meta))
+
+    def column(self, meta: Any, children: list[Any]) -> ast.ColumnRef:
+        first, second = children
+        if second is None:
+            return ast.ColumnRef(None, str(first), **_pos(meta))
+        return ast.ColumnRef(str(first), str(second), **_pos(meta))
+
+    def call(self, meta: Any, children: list[Any]) -> ast.Call:
+        name_token, (star, args) = children
+        name = str(name_token).lower()
+        if name not in ast.AGGREGATES:
+            raise self._error(
+                f"unknown function {str(name_token)!r}; the functions are COUNT, SUM, AVG, MIN "
+                "and MAX",
+                name_token,
+            )
+        if star and name != "count":
+            raise self._error(f"{name.upper()}(*) is not allowed; only COUNT(*)", name_token)
+        if not star and len(args) != 1:
+            raise self._error(
+                f"{name.upper()} takes exactly one argument, got {len(args)}", name_token
+            )
+        return ast.Call(name, tuple(args), star, **_pos(meta))
+
+    def call_args(self, meta: Any, children: list[Any]) -> tuple[bool, list[ast.Expr]]:
+        if len(children) == 1 and isinstance(children[0], Token) and children[0].type == "STAR":
+            return True, []
+        return False, [c for c in children if c is not None]

@@ -1,0 +1,89 @@
+"""Incremental relation join.
+
+Both inputs are kept as multisets (synopses) hashed on the equi-join key the
+planner extracted from the WHERE clause (empty key: cross product). At an
+instant, left changes are joined with the right synopsis as it was, then
+right changes with the updated left synopsis; together they give exactly the
+change of the join result (dJ = dL x R + L' x dR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from node.cql import plan
+from node.engine import expressions
+from node.engine.elements import Element, Row
+from node.engine.operators.base import Operator, instants2
+from node.engine.operators.relational import Multiset
+
+
+class JoinOp(Operator):
+    def __init__(
+        self,
+        left_key: Sequence[plan.Expr],
+        right_key: Sequence[plan.Expr],
+        residual: plan.Expr | None,
+        label: str = "",
+    ) -> None:
+        super().__init__(label)
+        self.left_key = self._key_fn(left_key)
+        self.right_key = self._key_fn(right_key)
+        # The residual predicate sees the combined row: left values, then right.
+        self.residual: Callable[[Row], bool] | None = None
+        if residual is not None:
+            self.residual = expressions.build(f"lambda e: {expressions.source(residual, 'e', 0)}")
+        self.left_syn: dict[Any, Multiset] = {}
+        self.right_syn: dict[Any, Multiset] = {}
+
+    @staticmethod
+    def _key_fn(exprs: Sequence[plan.Expr]) -> Callable[[Element], Any]:
+        if not exprs:
+            return lambda e: ()
+        return expressions.row_function(tuple(exprs))
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        left, right = inputs
+        if not left and not right:
+            return []
+        out: list[Element] = []
+        for ts, lpart, rpart in instants2(left, right):
+            self._apply(ts, lpart, self.left_key, self.left_syn, self.right_syn, True, out)
+            self._apply(ts, rpart, self.right_key, self.right_syn, self.left_syn, False, out)
+        return out
+
+    def _apply(
+        self,
+        ts: int,
+        part: list[Element],
+        key: Callable[[Element], Any],
+        own: dict[Any, Multiset],
+        other: dict[Any, Multiset],
+        is_left: bool,
+        out: list[Element],
+    ) -> None:
+        residual = self.residual
+        for e in part:
+            k = key(e)
+            row = e[3:]
+            sign = e[2]
+            lin = e[1]
+            matches = other.get(k)
+            if matches is not None:
+                for orow, (count, olin) in matches.counts.items():
+                    combined = row + orow if is_left else orow + row
+                    if residual is None or residual(combined):
+                        item = (ts, lin if lin < olin else olin, sign, *combined)
+                        if count == 1:
+                            out.append(item)
+                        else:
+                            out.extend([item] * count)
+            syn = own.get(k)
+            if syn is None:
+                if sign < 0:
+                    continue
+                syn = own[k] = Multiset()
+            syn.add(row, sign, lin)
+            if not syn:
+                del own[k]

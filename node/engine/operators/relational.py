@@ -1,0 +1,158 @@
+"""Relation-to-relation operators that need no join or grouping state:
+selection, projection, duplicate elimination, union and difference.
+
+Selection and projection work the same on streams and relations (a deletion
+is filtered or projected like an insertion), so they are one generated list
+comprehension per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from node.cql import plan
+from node.engine import expressions
+from node.engine.elements import Element, Row
+from node.engine.operators.base import Operator, instants2, merge_by_ts
+
+
+class SelectOp(Operator):
+    def __init__(self, predicate: plan.Expr, label: str = "") -> None:
+        super().__init__(label)
+        cond = expressions.source(predicate, "e")
+        self._run = expressions.build(f"lambda b: [e for e in b if {cond}]")
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        batch = inputs[0]
+        return self._run(batch) if batch else batch  # type: ignore[no-any-return]
+
+
+class ProjectOp(Operator):
+    def __init__(self, exprs: Sequence[plan.Expr], label: str = "") -> None:
+        super().__init__(label)
+        items = "".join(f", {expressions.source(x, 'e')}" for x in exprs)
+        self._run = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        batch = inputs[0]
+        return self._run(batch) if batch else batch  # type: ignore[no-any-return]
+
+
+class Multiset:
+    """Counts of rows with the lineage of their oldest live copy. A dict keeps
+    insertion order, so iterating it is deterministic across processes (a set
+    of strings would not be: hash randomisation)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[Row, list[int]] = {}
+
+    def add(self, row: Row, sign: int, lin: int) -> int:
+        """Apply one change; return the row's new count."""
+        entry = self.counts.get(row)
+        if entry is None:
+            if sign < 0:
+                return 0  # deleting what is not there: ignore (defensive)
+            self.counts[row] = [sign, lin]
+            return sign
+        entry[0] += sign
+        if entry[0] <= 0:
+            del self.counts[row]
+            return 0
+        if lin < entry[1]:
+            entry[1] = lin
+        return entry[0]
+
+    def count(self, row: Row) -> int:
+        entry = self.counts.get(row)
+        return entry[0] if entry else 0
+
+    def low(self) -> int | None:
+        return min((v[1] for v in self.counts.values()), default=None)
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+
+class DistinctOp(Operator):
+    """Set semantics: a row is present once while any copy is present."""
+
+    def __init__(self, label: str = "") -> None:
+        super().__init__(label)
+        self.seen = Multiset()
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        out: list[Element] = []
+        for e in inputs[0]:
+            row = e[3:]
+            before = self.seen.count(row)
+            after = self.seen.add(row, e[2], e[1])
+            if before == 0 and after > 0:
+                out.append((e[0], e[1], 1, *row))
+            elif before > 0 and after == 0:
+                out.append((e[0], e[1], -1, *row))
+        return out
+
+
+class UnionOp(Operator):
+    """UNION ALL merges the two inputs (left first within an instant); UNION
+    on relations adds duplicate elimination. Integer columns that widen to
+    float are converted so equal values compare equal downstream."""
+
+    def __init__(self, keep_all: bool, widen: Sequence[bool], kind: plan.Kind, label: str = "") -> None:
+        super().__init__(label)
+        self.keep_all = keep_all or kind is plan.Kind.STREAM
+        self.seen = Multiset()
+        self._widen: Any = None
+        if any(widen):
+            items = "".join(f", float(e[{i + 3}])" if w else f", e[{i + 3}]" for i, w in enumerate(widen))
+            self._widen = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        left, right = inputs
+        if self._widen is not None:
+            left, right = self._widen(left), self._widen(right)
+        merged = merge_by_ts(left, right)
+        if self.keep_all:
+            return merged
+        out: list[Element] = []
+        for e in merged:
+            row = e[3:]
+            before = self.seen.count(row)
+            after = self.seen.add(row, e[2], e[1])
+            if (before == 0) != (after == 0):
+                out.append((e[0], e[1], 1 if after else -1, *row))
+        return out
+
+
+class ExceptOp(Operator):
+    """Multiset difference: a row occurs max(0, left count - right count)
+    times."""
+
+    def __init__(self, label: str = "") -> None:
+        super().__init__(label)
+        self.left_rows = Multiset()
+        self.right_rows = Multiset()
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        out: list[Element] = []
+        for ts, lpart, rpart in instants2(inputs[0], inputs[1]):
+            touched: dict[Row, int] = {}
+            for side, part in ((self.left_rows, lpart), (self.right_rows, rpart)):
+                for e in part:
+                    row = e[3:]
+                    if row not in touched:
+                        touched[row] = self._visible(row)
+                    side.add(row, e[2], e[1])
+            for row, before in touched.items():
+                diff = self._visible(row) - before
+                if diff:
+                    lin = self.ctx.floor
+                    sign = 1 if diff > 0 else -1
+                    out.extend([(ts, lin, sign, *row)] * abs(diff))
+        return out
+
+    def _visible(self, row: Row) -> int:
+        return max(0, self.left_rows.count(row) - self.right_rows.count(row))

@@ -1,0 +1,237 @@
+"""Stream-to-relation operators: the CQL windows.
+
+A window turns stream tuples into relation changes: ``+e`` when a tuple
+enters the window's relation and ``-e`` (stamped with the instant it leaves)
+when it leaves. The buffered tuples are the window's state, so the oldest
+buffered lineage is the window's contribution to the Level-1 cut.
+
+``monotone`` is decided by the planner: True when the input stream's lineage
+never decreases (a base input, possibly filtered or projected), so the head
+of a FIFO buffer holds the minimum; otherwise ``state_low`` scans.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from node.engine.elements import Element
+from node.engine.operators.base import Operator
+
+
+def _fifo_low(buf: deque[Element], monotone: bool) -> int | None:
+    if not buf:
+        return None
+    if monotone:
+        return int(buf[0][1])
+    return int(min(e[1] for e in buf))
+
+
+class RangeWindowOp(Operator):
+    """``[Range T]`` (T >= 0; ``[Now]`` is T = 0) and ``[Range Unbounded]``
+    (``range_ms`` None). A tuple with timestamp ts is in the relation at
+    instants ts .. ts+T and leaves at ts+T+1."""
+
+    timed = True
+
+    def __init__(self, range_ms: int | None, monotone: bool, label: str = "") -> None:
+        super().__init__(label)
+        self.range_ms = range_ms
+        self.monotone = monotone
+        self.buf: deque[Element] = deque()
+        self._first_lin: int | None = None  # unbounded: lineage never leaves
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        batch = inputs[0]
+        if self.range_ms is None:
+            if batch and self._first_lin is None:
+                self._first_lin = min(e[1] for e in batch) if not self.monotone else batch[0][1]
+            elif batch and not self.monotone:
+                self._first_lin = min(self._first_lin or batch[0][1], *(e[1] for e in batch))
+            return batch
+        life = self.range_ms + 1
+        buf = self.buf
+        out: list[Element] = []
+        append = out.append
+        for e in batch:
+            ts = e[0]
+            while buf and buf[0][0] + life <= ts:
+                old = buf.popleft()
+                append((old[0] + life, old[1], -1, *old[3:]))
+            buf.append(e)
+            append(e)
+        while buf and buf[0][0] + life <= t_hi:
+            old = buf.popleft()
+            append((old[0] + life, old[1], -1, *old[3:]))
+        return out
+
+    def next_fire(self) -> int | None:
+        if self.range_ms is None or not self.buf:
+            return None
+        return int(self.buf[0][0]) + self.range_ms + 1
+
+    def state_low(self) -> int | None:
+        if self.range_ms is None:
+            return self._first_lin
+        return _fifo_low(self.buf, self.monotone)
+
+
+class SlidingRangeWindowOp(Operator):
+    """``[Range T Slide L]``: at instant t the relation holds the tuples with
+    ``b - T <= ts <= b``, ``b = floor(t / L) * L``. A tuple enters at the
+    first multiple of L >= ts and leaves at the first multiple of L > ts + T."""
+
+    timed = True
+
+    def __init__(self, range_ms: int, slide_ms: int, monotone: bool, label: str = "") -> None:
+        super().__init__(label)
+        self.range_ms = range_ms
+        self.slide_ms = slide_ms
+        self.monotone = monotone
+        self.waiting: deque[tuple[int, Element]] = deque()  # (enter time, e)
+        self.active: deque[tuple[int, Element]] = deque()  # (leave time, e)
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        slide, rng = self.slide_ms, self.range_ms
+        for e in inputs[0]:
+            self.waiting.append((-(-e[0] // slide) * slide, e))
+        out: list[Element] = []
+        waiting, active = self.waiting, self.active
+        while True:
+            te = waiting[0][0] if waiting else None
+            tl = active[0][0] if active else None
+            if tl is not None and tl <= t_hi and (te is None or tl <= te):
+                _, old = active.popleft()
+                out.append((tl, old[1], -1, *old[3:]))
+            elif te is not None and te <= t_hi:
+                _, e = waiting.popleft()
+                leave = ((e[0] + rng) // slide + 1) * slide
+                if leave > te:
+                    out.append((te, e[1], 1, *e[3:]))
+                    active.append((leave, e))
+            else:
+                return out
+
+    def next_fire(self) -> int | None:
+        times = [q[0][0] for q in (self.waiting, self.active) if q]
+        return min(times) if times else None
+
+    def state_low(self) -> int | None:
+        if self.monotone:
+            heads = [q[0][1][1] for q in (self.active, self.waiting) if q]
+            return int(min(heads)) if heads else None
+        lows = [e[1] for _, e in self.waiting] + [e[1] for _, e in self.active]
+        return int(min(lows)) if lows else None
+
+
+class RowsWindowOp(Operator):
+    """``[Rows N]`` and ``[Rows N Slide M]``.
+
+    With a slide the relation changes only when the count of arrived tuples
+    reaches a multiple of M; ``pending`` (arrived, not yet visible) is then the
+    history-dependent counter reported to the HA layer.
+    """
+
+    def __init__(self, rows: int, slide: int, monotone: bool, label: str = "") -> None:
+        super().__init__(label)
+        self.rows = rows
+        self.slide = slide
+        self.monotone = monotone
+        self.buf: deque[Element] = deque()
+        self.pending = 0
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        batch = inputs[0]
+        if not batch:
+            return batch
+        buf, rows = self.buf, self.rows
+        out: list[Element] = []
+        append = out.append
+        if self.slide == 1:
+            for e in batch:
+                buf.append(e)
+                append(e)
+                if len(buf) > rows:
+                    old = buf.popleft()
+                    append((e[0], old[1], -1, *old[3:]))
+            return out
+        slide = self.slide
+        pending = self.pending
+        for e in batch:
+            buf.append(e)
+            pending += 1
+            if pending == slide:
+                ts = e[0]
+                visible_before = len(buf) - slide
+                excess = len(buf) - rows
+                for i in range(excess):
+                    old = buf.popleft()
+                    if i < visible_before:
+                        append((ts, old[1], -1, *old[3:]))
+                n = len(buf)
+                for i in range(n - min(slide, n), n):
+                    new = buf[i]
+                    append((ts, new[1], 1, *new[3:]))
+                pending = 0
+        self.pending = pending
+        return out
+
+    def state_low(self) -> int | None:
+        return _fifo_low(self.buf, self.monotone)
+
+    def counters(self) -> tuple[int, ...]:
+        return (self.pending,) if self.slide > 1 else ()
+
+    def restore_counters(self, values: tuple[int, ...], ts: int) -> list[Element]:
+        """Adopt the primary's slide phase after a warm-up: keep the newest
+        ``rows + pending`` tuples and emit the change of the visible part."""
+        if self.slide == 1 or not values:
+            return []
+        buf = self.buf
+        old_visible = list(buf)[: len(buf) - self.pending]
+        pending = values[0]
+        keep = list(buf)[-(self.rows + pending) :] if buf else []
+        new_visible = keep[: max(0, len(keep) - pending)]
+        self.buf = deque(keep)
+        self.pending = min(pending, len(keep))
+        out: list[Element] = []
+        new_ids = {id(e) for e in new_visible}
+        old_ids = {id(e) for e in old_visible}
+        out.extend((ts, e[1], -1, *e[3:]) for e in old_visible if id(e) not in new_ids)
+        out.extend((ts, e[1], 1, *e[3:]) for e in new_visible if id(e) not in old_ids)
+        return out
+
+
+class PartitionWindowOp(Operator):
+    """``[Partition By keys Rows N]``: the last N tuples of each partition."""
+
+    def __init__(self, key: Callable[[Element], Any], rows: int, monotone: bool, label: str = "") -> None:
+        super().__init__(label)
+        self.key = key
+        self.rows = rows
+        self.monotone = monotone
+        self.parts: dict[Any, deque[Element]] = {}
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        batch = inputs[0]
+        if not batch:
+            return batch
+        key, rows, parts = self.key, self.rows, self.parts
+        out: list[Element] = []
+        append = out.append
+        for e in batch:
+            k = key(e)
+            part = parts.get(k)
+            if part is None:
+                part = parts[k] = deque()
+            part.append(e)
+            append(e)
+            if len(part) > rows:
+                old = part.popleft()
+                append((e[0], old[1], -1, *old[3:]))
+        return out
+
+    def state_low(self) -> int | None:
+        lows = [x for x in (_fifo_low(p, self.monotone) for p in self.parts.values()) if x is not None]
+        return min(lows) if lows else None

@@ -1,0 +1,277 @@
+"""Turn a logical plan into physical operators.
+
+One operator per plan node (QueryRef followed), created in two passes so that
+recursive programs, whose nodes reach themselves through a Delay, can be
+linked. Two rewrites happen on the way: a WHERE above joins is split into
+per-side filters (pushed down), equi-join keys (hashed) and a residual
+predicate; and an aggregate directly over a row or time window of a base
+stream with integer SUM / COUNT / AVG is fused into one operator
+(:class:`~node.engine.operators.fused.WindowAggregateOp`), the common case
+that must be fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from node.cql import plan
+from node.engine import expressions
+from node.engine.operators.aggregate import AggregateOp
+from node.engine.operators.base import Operator
+from node.engine.operators.fused import WindowAggregateOp, fusable
+from node.engine.operators.join import JoinOp
+from node.engine.operators.relational import DistinctOp, ExceptOp, ProjectOp, SelectOp, UnionOp
+from node.engine.operators.streaming import DelayOp, ScanOp, ToStreamOp
+from node.engine.operators.windows import (
+    PartitionWindowOp,
+    RangeWindowOp,
+    RowsWindowOp,
+    SlidingRangeWindowOp,
+)
+
+
+@dataclasses.dataclass
+class PhysicalPlan:
+    operators: list[Operator]
+    scans: dict[str, ScanOp]
+    queries: dict[str, Operator]
+
+
+def build(program: plan.Program, *, fuse: bool = True) -> PhysicalPlan:
+    builder = _Builder(program, fuse)
+    queries = {name: builder.op(root) for name, root in program.queries.items()}
+    return PhysicalPlan(builder.operators, builder.scans, queries)
+
+
+def conjuncts(expr: plan.Expr) -> list[plan.Expr]:
+    if isinstance(expr, plan.BoolOp) and expr.op.lower() == "and":
+        return [c for o in expr.operands for c in conjuncts(o)]
+    return [expr]
+
+
+def conjunction(items: list[plan.Expr]) -> plan.Expr | None:
+    if not items:
+        return None
+    if len(items) == 1:
+        return items[0]
+    return plan.BoolOp(plan.BOOLEAN, "and", tuple(items))
+
+
+def columns_used(expr: plan.Expr) -> set[int]:
+    if isinstance(expr, plan.ColRef):
+        return {expr.index}
+    used: set[int] = set()
+    for f in dataclasses.fields(expr):
+        value = getattr(expr, f.name)
+        if isinstance(value, plan.Expr):
+            used |= columns_used(value)
+        elif isinstance(value, tuple):
+            for v in value:
+                if isinstance(v, plan.Expr):
+                    used |= columns_used(v)
+    return used
+
+
+def shift(expr: plan.Expr, delta: int) -> plan.Expr:
+    """The same expression with every column position moved by ``delta``."""
+    if isinstance(expr, plan.ColRef):
+        return dataclasses.replace(expr, index=expr.index + delta)
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(expr):
+        value = getattr(expr, f.name)
+        if isinstance(value, plan.Expr):
+            changes[f.name] = shift(value, delta)
+        elif isinstance(value, tuple) and value and isinstance(value[0], plan.Expr):
+            changes[f.name] = tuple(shift(v, delta) for v in value)
+    return dataclasses.replace(expr, **changes) if changes else expr
+
+
+def lineage_monotone(node: plan.PlanNode) -> bool:
+    """Whether the stream's lineage never decreases: true for a base input
+    and filters or projections of it."""
+    node = plan.resolve(node)
+    if isinstance(node, plan.Scan):
+        return node.kind is plan.Kind.STREAM
+    if isinstance(node, plan.Select | plan.Project):
+        return lineage_monotone(node.child)
+    return False
+
+
+def _count_uses(program: plan.Program) -> dict[int, int]:
+    """How many parents (plus one for a registered query's root) each node
+    has: a node used twice must keep its own operator, not be fused away."""
+    uses: dict[int, int] = {}
+    seen: set[int] = set()
+    stack = [plan.resolve(r) for r in program.queries.values()]
+    for root in stack:
+        uses[id(root)] = uses.get(id(root), 0) + 1
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for child in node.children:
+            child = plan.resolve(child)
+            uses[id(child)] = uses.get(id(child), 0) + 1
+            stack.append(child)
+    return uses
+
+
+class _Builder:
+    """Creates one operator per plan node, registering it before linking its
+    children so that a cycle finds the operator already made."""
+
+    def __init__(self, program: plan.Program, fuse: bool) -> None:
+        self.fuse = fuse
+        self.uses = _count_uses(program)
+        self.operators: list[Operator] = []
+        self.scans: dict[str, ScanOp] = {}
+        self.made: dict[int, Operator] = {}
+        for name, scan in program.scans.items():
+            op = ScanOp(name, scan.kind)
+            self.scans[name] = op
+            self._register(scan, op)
+
+    def _register(self, node: plan.PlanNode | None, op: Operator) -> Operator:
+        if node is not None:
+            self.made[id(node)] = op
+        self.operators.append(op)
+        return op
+
+    def _private(self, node: plan.PlanNode) -> bool:
+        """True if ``node`` feeds only one parent and is not yet built, so
+        that parent may absorb it."""
+        return self.uses.get(id(node), 0) <= 1 and id(node) not in self.made
+
+    def op(self, node: plan.PlanNode) -> Operator:
+        node = plan.resolve(node)
+        existing = self.made.get(id(node))
+        if existing is not None:
+            return existing
+        op, inputs = self._create(node)
+        self._register(node, op)
+        op.children = [self.op(c) if isinstance(c, plan.PlanNode) else c for c in inputs]
+        return op
+
+    def _create(self, node: plan.PlanNode) -> tuple[Operator, list[plan.PlanNode | Operator]]:
+        """The operator for ``node`` and what feeds it: plan nodes (built by
+        :meth:`op`) or operators already made here."""
+        label = type(node).__name__.lower()
+        if isinstance(node, plan.Scan):
+            raise ValueError(f"input {node.name} is not declared in the program")
+        if isinstance(node, plan.Window):
+            return self._window(node), [node.child]
+        if isinstance(node, plan.Select):
+            inner = plan.resolve(node.child)
+            if isinstance(inner, plan.Join) and self._private(inner):
+                return self._join(inner, node.predicate)
+            return SelectOp(node.predicate, label), [node.child]
+        if isinstance(node, plan.Project):
+            return ProjectOp(node.exprs, label), [node.child]
+        if isinstance(node, plan.Join):
+            return self._join(node, None)
+        if isinstance(node, plan.Aggregate):
+            window = plan.resolve(node.child)
+            if (
+                self.fuse
+                and fusable(node)
+                and isinstance(window, plan.Window)
+                and self._private(window)
+                and lineage_monotone(window.child)
+            ):
+                return WindowAggregateOp(window.spec, node.aggregates, label), [window.child]
+            return AggregateOp(node.group_by, node.aggregates, label), [node.child]
+        if isinstance(node, plan.Distinct):
+            return DistinctOp(label), [node.child]
+        if isinstance(node, plan.Union):
+            widen = [
+                any(
+                    plan.resolve(side).schema.columns[i].type.name is plan.TypeName.INTEGER
+                    for side in (node.left, node.right)
+                )
+                and col.type.name is plan.TypeName.FLOAT
+                for i, col in enumerate(node.schema.columns)
+            ]
+            return UnionOp(node.all, widen, node.kind, label), [node.left, node.right]
+        if isinstance(node, plan.Except):
+            return ExceptOp(label), [node.left, node.right]
+        if isinstance(node, plan.ToStream):
+            return ToStreamOp(node.op, node.op.value), [node.child]
+        if isinstance(node, plan.Delay):
+            return DelayOp(node.delay_ms, f"delay {node.delay_ms}ms"), [node.child]
+        raise TypeError(f"cannot execute plan node {node!r}")
+
+    def _window(self, node: plan.Window) -> Operator:
+        spec = node.spec
+        mono = lineage_monotone(node.child)
+        if isinstance(spec, plan.NowWindow):
+            return RangeWindowOp(0, mono, "[Now]")
+        if isinstance(spec, plan.UnboundedWindow):
+            return RangeWindowOp(None, mono, "[Range Unbounded]")
+        if isinstance(spec, plan.RangeWindow):
+            if spec.slide_ms <= 1:
+                return RangeWindowOp(spec.range_ms, mono, f"[Range {spec.range_ms}]")
+            return SlidingRangeWindowOp(
+                spec.range_ms, spec.slide_ms, mono, f"[Range {spec.range_ms} Slide {spec.slide_ms}]"
+            )
+        if isinstance(spec, plan.RowsWindow):
+            return RowsWindowOp(spec.rows, spec.slide, mono, f"[Rows {spec.rows} Slide {spec.slide}]")
+        if isinstance(spec, plan.PartitionWindow):
+            columns = plan.resolve(node.child).schema.columns
+            key = expressions.row_function(
+                tuple(plan.ColRef(columns[k].type, k, columns[k].name) for k in spec.keys)
+            )
+            return PartitionWindowOp(key, spec.rows, mono, f"[Partition Rows {spec.rows}]")
+        raise TypeError(f"unknown window {spec!r}")
+
+    def _join(
+        self, join: plan.Join, where: plan.Expr | None
+    ) -> tuple[Operator, list[plan.PlanNode | Operator]]:
+        """A join with its WHERE: push single-side conjuncts down, hash on
+        equalities across the sides, check the rest on the joined row."""
+        left_node, right_node = plan.resolve(join.left), plan.resolve(join.right)
+        width = len(left_node.schema)
+        items = conjuncts(where) if where is not None else []
+        if join.predicate is not None:
+            items += conjuncts(join.predicate)
+        left_only: list[plan.Expr] = []
+        right_only: list[plan.Expr] = []
+        left_key: list[plan.Expr] = []
+        right_key: list[plan.Expr] = []
+        residual: list[plan.Expr] = []
+        for c in items:
+            used = columns_used(c)
+            if used and max(used) < width:
+                left_only.append(c)
+            elif used and min(used) >= width:
+                right_only.append(shift(c, -width))
+            elif isinstance(c, plan.Compare) and c.op in ("=", "==") and _splits(c, width):
+                a, b = (c.left, c.right) if max(columns_used(c.left)) < width else (c.right, c.left)
+                left_key.append(a)
+                right_key.append(shift(b, -width))
+            else:
+                residual.append(c)
+        op = JoinOp(left_key, right_key, conjunction(residual), "join")
+        return op, [self._side(left_node, left_only), self._side(right_node, right_only)]
+
+    def _side(self, node: plan.PlanNode, predicates: list[plan.Expr]) -> plan.PlanNode | Operator:
+        """One input of a join, with the conjuncts pushed down to it."""
+        pred = conjunction(predicates)
+        if isinstance(node, plan.Join) and self._private(node):
+            op, inputs = self._join(node, pred)
+            self._register(None, op)
+            op.children = [self.op(c) if isinstance(c, plan.PlanNode) else c for c in inputs]
+            return op
+        if pred is None:
+            return node
+        select = self._register(None, SelectOp(pred, "pushed-down select"))
+        select.children = [self.op(node)]
+        return select
+
+
+def _splits(c: plan.Compare, width: int) -> bool:
+    lu, ru = columns_used(c.left), columns_used(c.right)
+    if not lu or not ru:
+        return False
+    return (max(lu) < width and min(ru) >= width) or (max(ru) < width and min(lu) >= width)

@@ -1,0 +1,84 @@
+"""Entry point of ``semiactive node``: configuration in, daemon running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from semiactive import config as config_mod
+from semiactive import topology as topology_mod
+from semiactive.config import ConfigError
+
+
+def addresses_from(
+    topology: topology_mod.Topology, endpoints_file: Path | None
+) -> tuple[dict[str, str], dict[str, int]]:
+    """``host:port`` per node and metrics ports, from an endpoints file
+    (written by ``cluster up``) or the config's ``endpoints``."""
+    raw: dict[str, dict[str, object]] = {}
+    if endpoints_file is not None:
+        try:
+            raw = json.loads(endpoints_file.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"cannot read endpoints: {exc}", str(endpoints_file)) from None
+    else:
+        raw = {name: ep.model_dump() for name, ep in topology.config.endpoints.items()}
+    addresses: dict[str, str] = {}
+    metrics: dict[str, int] = {}
+    for name, ep in raw.items():
+        addresses[name] = f"{ep.get('host', '127.0.0.1')}:{ep['port']}"
+        if ep.get("metrics_port"):
+            metrics[name] = int(ep["metrics_port"])  # type: ignore[call-overload]
+    missing = [n for n in topology.nodes if n not in addresses]
+    if missing:
+        where = str(endpoints_file) if endpoints_file else topology.path
+        raise ConfigError(
+            f"no endpoint (host, port) for node(s) {', '.join(missing)}", where, None, "endpoints"
+        )
+    return addresses, metrics
+
+
+def run_node(
+    config: str, name: str, endpoints: Path | None, run_dir: Path | None, start_now: bool, level: str
+) -> int:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    loaded = config_mod.load(config)
+    topology = topology_mod.resolve(loaded)
+    addresses, metrics = addresses_from(topology, endpoints)
+
+    from node.daemon import NodeDaemon, StartupError
+    from node.transport import PeerUnreachable
+
+    try:
+        daemon = NodeDaemon(
+            topology, name, addresses, metrics_port=metrics.get(name), run_dir=run_dir, start_now=start_now
+        )
+    except StartupError as exc:
+        raise ConfigError(str(exc), config) from None
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, daemon.stop, True, True)
+        return await daemon.serve()
+
+    try:
+        import uvloop
+
+        return uvloop.run(main())
+    except StartupError as exc:
+        print(f"semiactive node {name}: {exc}", file=sys.stderr)
+        return 2
+    except PeerUnreachable as exc:
+        print(f"semiactive node {name}: {exc}", file=sys.stderr)
+        return 1

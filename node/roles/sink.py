@@ -1,0 +1,77 @@
+"""The sink role: the end of an edge like any other (ha-protocol.md): it
+acknowledges, drops duplicate seqs, and writes what it received as JSON Lines
+to ``<run-dir>/sink/<name>.jsonl``. It also measures source-to-sink latency
+(event time is milliseconds since the cluster's start time t0)."""
+
+from __future__ import annotations
+
+import json
+import time
+from array import array
+from pathlib import Path
+from typing import IO
+
+from node.jsonl import formatter
+from node.metrics import NodeMetrics
+from node.sections.input import EdgeInput
+
+
+class SinkRole:
+    def __init__(self, name: str, edge: EdgeInput, metrics: NodeMetrics, run_dir: Path | None) -> None:
+        self.name = name
+        self.edge = edge
+        self.metrics = metrics
+        self.fmt = formatter(edge.codec.schema, edge.codec.kind)
+        self.t0: float | None = None
+        self.latencies = array("d")
+        self.delivered = 0
+        self.run_dir = run_dir
+        self._out: IO[str] | None = None
+        if run_dir is not None:
+            (run_dir / "sink").mkdir(parents=True, exist_ok=True)
+            self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+
+    async def on_rows(self) -> None:
+        rows = list(self.edge.pending)
+        self.edge.pending.clear()
+        if rows:
+            fmt = self.fmt
+            if self._out is not None:
+                self._out.write("".join([fmt(r[1], r) for r in rows]))
+                self._out.flush()
+            self.delivered += len(rows)
+            if self.t0 is not None:
+                now_ms = (time.time() - self.t0) * 1000
+                lat = [max(0.0, (now_ms - r[0]) / 1000) for r in rows]
+                self.latencies.extend(lat)
+                observe = self.metrics.latency.observe
+                for x in lat[:: max(1, len(lat) // 64)]:
+                    observe(x)
+        if self.edge.end_of_stream:
+            self.close()
+
+    @property
+    def finished(self) -> bool:
+        return self.edge.end_of_stream and not self.edge.pending
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+            self.write_report()
+
+    def write_report(self) -> None:
+        if self.run_dir is None:
+            return
+        data = sorted(self.latencies)
+        report: dict[str, float | int | None] = {"delivered": self.delivered}
+        for q in (0.5, 0.9, 0.99, 0.999):
+            report[f"p{int(q * 1000) / 10:g}_ms"] = (
+                data[min(len(data) - 1, int(q * len(data)))] * 1000 if data else None
+            )
+        report["max_ms"] = data[-1] * 1000 if data else None
+        (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "telemetry" / f"{self.name}.latency.json").write_text(json.dumps(report))

@@ -1,0 +1,348 @@
+"""gRPC shells of the data plane: the thin I/O layer around the sections.
+
+:class:`DataPlaneServer` accepts Push streams from upstream replicas and
+hands each frame to the inbound edge the node registered for it;
+:class:`EdgeSender` keeps one Push stream to one downstream replica and feeds
+it from an :class:`~ha.output_log.OutputLog`. Neither knows what the rows
+mean: validation and protocol decisions live in the node's roles.
+
+Flow control is HTTP/2's: a receiver that stops reading (its input queue is
+full) stops the sender's writes, whose output log then fills, which pauses
+that node's operator section, and so on up to the source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import grpc
+
+from ha.output_log import OutputLog
+from node.codec import CodecError, RowCodec
+from semiactive.wire import dataplane_pb2 as pb
+from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+
+
+class Rejected(Exception):
+    """An inbound stream the node refuses, with the status to close it with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class FeedbackChannel:
+    """The send side of one inbound stream's feedback (acks), serialised
+    through a queue because only one write may be pending on a stream."""
+
+    def __init__(self, context: grpc.aio.ServicerContext[pb.Frame, pb.Feedback]) -> None:
+        self._context = context
+        self._queue: asyncio.Queue[pb.Feedback | None] = asyncio.Queue()
+        self._task = asyncio.create_task(self._drain())
+        self.closed = False
+
+    def send(self, feedback: pb.Feedback) -> None:
+        if not self.closed:
+            self._queue.put_nowait(feedback)
+
+    async def _drain(self) -> None:
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            try:
+                await self._context.write(item)
+            except Exception:  # the stream is gone; the reader notices too
+                self.closed = True
+                return
+
+    async def close(self) -> None:
+        self.closed = True
+        self._queue.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await self._task
+
+
+class InboundEdge(Protocol):
+    """What a role provides for each accepted Push stream."""
+
+    @property
+    def next_seq(self) -> int: ...
+
+    async def on_frame(self, frame: pb.Frame) -> None: ...
+
+    def attach(self, feedback: FeedbackChannel) -> None: ...
+
+    def detach(self, feedback: FeedbackChannel) -> None: ...
+
+
+Acceptor = Callable[[pb.Hello, str], "InboundEdge"]
+AckHandler = Callable[[pb.AckNotice], Awaitable[None]]
+
+
+class DataPlaneServer(pb_grpc.DataPlaneServicer):
+    def __init__(self, accept: Acceptor, on_ack: AckHandler | None = None) -> None:
+        self._accept = accept
+        self._on_ack = on_ack
+
+    async def Push(
+        self, request_iterator: object, context: grpc.aio.ServicerContext[pb.Frame, pb.Feedback]
+    ) -> None:
+        first = await context.read()
+        if first is grpc.aio.EOF:
+            return
+        if first.WhichOneof("body") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first frame of a Push must be a hello")
+        try:
+            edge = self._accept(first.hello, context.peer())
+        except Rejected as exc:
+            log.warning("refused %s from %s: %s", first.hello.edge, first.hello.sender, exc.message)
+            await context.abort(exc.code, exc.message)
+        feedback = FeedbackChannel(context)
+        feedback.send(pb.Feedback(welcome=pb.Welcome(next_seq=edge.next_seq)))
+        edge.attach(feedback)
+        try:
+            while True:
+                frame = await context.read()
+                if frame is grpc.aio.EOF:
+                    return
+                await edge.on_frame(frame)
+        except Rejected as exc:
+            await context.abort(exc.code, exc.message)
+        except CodecError as exc:
+            log.warning("bad frame on %s from %s: %s", first.hello.edge, first.hello.sender, exc)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad frame: {exc}")
+        finally:
+            edge.detach(feedback)
+            await feedback.close()
+
+    async def Ack(
+        self, request: pb.AckNotice, context: grpc.aio.ServicerContext[pb.AckNotice, pb.Empty]
+    ) -> pb.Empty:
+        if self._on_ack is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node takes no acks")
+        else:
+            await self._on_ack(request)
+        return pb.Empty()
+
+
+FeedbackHandler = Callable[["EdgeSender", pb.Feedback], None]
+
+
+class PeerUnreachable(RuntimeError):
+    pass
+
+
+class EdgeSender:
+    """Streams the rows of one output log to one downstream replica.
+
+    Sends from the receiver's ``next_seq`` (told in its Welcome) to the log
+    head in batches of at most ``batch_rows``; waits up to ``linger`` for a
+    batch to fill; sends watermark-only batches when time advances without
+    rows. Reconnects with backoff; a peer never reached within
+    ``connect_timeout`` raises :class:`PeerUnreachable`.
+    """
+
+    def __init__(
+        self,
+        *,
+        sender: str,
+        edge: str,
+        target: str,
+        address: str,
+        log: OutputLog,
+        codec: RowCodec,
+        channel: pb.Channel,
+        epoch: Callable[[], int],
+        on_feedback: FeedbackHandler,
+        batch_rows: int = 1024,
+        linger: float = 0.001,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.sender = sender
+        self.edge = edge
+        self.target = target
+        self.address = address
+        self.log = log
+        self.codec = codec
+        self.channel = channel
+        self.epoch = epoch
+        self.on_feedback = on_feedback
+        self.batch_rows = batch_rows
+        self.linger = linger
+        self.connect_timeout = connect_timeout
+        self.wake = asyncio.Event()
+        self.sent = 0  # last seq written on the current stream
+        self.acked = 0  # last seq the receiver acknowledged (Level-0)
+        self.next_from: int | None = None  # forced start (retransmission)
+        self.sent_watermark = -(2**62)
+        self.sent_eos = False
+        self.connected = asyncio.Event()
+        self.ever_connected = False
+        self.bytes_sent = 0
+        self.rows_sent = 0
+        self.frames_sent = 0
+        self.last_error = ""
+        self._stopped = False
+        self.refused: Rejected | None = None
+        self.before_batch: Callable[[EdgeSender], list[pb.Frame]] | None = None
+
+    @property
+    def done(self) -> bool:
+        """Everything, end of stream included, is delivered and acknowledged."""
+        return self.log.end_of_stream and self.sent_eos and self.acked >= self.log.head
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.wake.set()
+
+    async def run(self) -> None:
+        started = time.monotonic()
+        backoff = 0.05
+        while not self._stopped:
+            try:
+                await self._session()
+                backoff = 0.05
+            except grpc.aio.AioRpcError as exc:
+                self.connected.clear()
+                self.last_error = f"{exc.code().name}: {exc.details()}"
+                if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
+                    self.refused = Rejected(exc.code(), exc.details() or "")
+                    log.warning("%s refused by %s: %s", self.edge, self.target, self.last_error)
+                    return
+                if not self.ever_connected and time.monotonic() - started > self.connect_timeout:
+                    raise PeerUnreachable(
+                        f"cannot reach {self.target} at {self.address} after {self.connect_timeout:.1f} s "
+                        f"({self.last_error})"
+                    ) from None
+                log.debug("%s -> %s: %s; retrying", self.edge, self.target, self.last_error)
+            if self._stopped:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    async def _session(self) -> None:
+        async with grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS) as channel:
+            call = pb_grpc.DataPlaneStub(channel).Push()
+            hello = pb.Hello(
+                edge=self.edge,
+                sender=self.sender,
+                epoch=self.epoch(),
+                channel=self.channel,
+                layout=self.codec.fingerprint(),
+            )
+            await call.write(pb.Frame(hello=hello))
+            welcome = await call.read()
+            if welcome is grpc.aio.EOF:
+                await call  # raises the status
+                return
+            start = welcome.welcome.next_seq
+            if self.next_from is not None:
+                start = max(start, self.next_from)
+            self.sent = start - 1
+            self.acked = max(self.acked, start - 1)
+            self.sent_eos = False
+            self.sent_watermark = -(2**62)
+            self.ever_connected = True
+            self.connected.set()
+            reader = asyncio.create_task(self._read(call))
+            try:
+                await self._send(call, reader)
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                    await reader
+                self.connected.clear()
+
+    async def _read(self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback]) -> None:
+        while True:
+            feedback = await call.read()
+            if feedback is grpc.aio.EOF:
+                await call  # raises the closing status if it is an error
+                return
+            if feedback.WhichOneof("body") == "level0":
+                self.acked = max(self.acked, feedback.level0.seq)
+            self.on_feedback(self, feedback)
+            self.wake.set()
+
+    async def _send(
+        self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback], reader: asyncio.Task[None]
+    ) -> None:
+        log_ = self.log
+        while not self._stopped:
+            if reader.done():
+                reader.result()  # surface the stream's error
+                return
+            if self.before_batch is not None:
+                for frame in self.before_batch(self):
+                    await call.write(frame)
+            if self.sent < log_.first - 1:
+                # The log no longer has what the receiver wants: data loss
+                # without HA. Skip ahead, loudly.
+                log.error(
+                    "%s: %s wants seq %d but the log starts at %d; rows were lost",
+                    self.edge,
+                    self.target,
+                    self.sent + 1,
+                    log_.first,
+                )
+                self.sent = log_.first - 1
+            available = log_.head - self.sent
+            if 0 < available < self.batch_rows and self.linger > 0 and not log_.end_of_stream:
+                await asyncio.sleep(self.linger)
+                available = log_.head - self.sent
+            if available > 0:
+                last = self.sent + min(available, self.batch_rows)
+                rows = log_.get(self.sent + 1, last)
+                if last < log_.head:
+                    watermark = min(log_.watermark, log_.get(last + 1, last + 1)[0][0] - 1)
+                else:
+                    watermark = log_.watermark
+                eos = last >= log_.head and log_.end_of_stream
+                await self._write_batch(call, self.sent + 1, rows, watermark, eos)
+                self.sent = last
+                continue
+            if log_.watermark > self.sent_watermark or (log_.end_of_stream and not self.sent_eos):
+                await self._write_batch(call, self.sent + 1, [], log_.watermark, log_.end_of_stream)
+                continue
+            self.wake.clear()
+            waiter = asyncio.create_task(self.wake.wait())
+            await asyncio.wait([waiter, reader], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+
+    async def _write_batch(
+        self,
+        call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback],
+        first: int,
+        rows: list[tuple[object, ...]],
+        watermark: int,
+        eos: bool,
+    ) -> None:
+        blob = self.codec.encode(rows) if rows else b""
+        frame = pb.Frame(
+            batch=pb.Batch(
+                first_seq=first, count=len(rows), rows=blob, watermark=watermark, end_of_stream=eos
+            )
+        )
+        await call.write(frame)
+        self.sent_watermark = watermark
+        self.sent_eos = eos
+        self.bytes_sent += frame.ByteSize()
+        self.rows_sent += len(rows)
+        self.frames_sent += 1

@@ -1,0 +1,5 @@
+import sys
+
+from semiactive.cli import main
+
+sys.exit(main())

@@ -1,0 +1,254 @@
+"""The cluster configuration: one typed, validated model loaded from YAML.
+
+Errors name the file, the line and the field (``paper-chain.yaml:14:
+stages[1].ha.batch_size: Input should be greater than or equal to 1``), so
+a user can jump to the mistake. Semantic checks that need the whole file
+(unique names, streams that exist, CQL that compiles) happen in
+:mod:`semiactive.topology` and report the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NAME = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
+TYPE = r"^(integer|int|float|byte|char\(\s*[1-9][0-9]*\s*\))$"
+
+
+class ConfigError(Exception):
+    """A configuration problem, located in its file."""
+
+    def __init__(self, message: str, file: str = "", line: int | None = None, field: str = "") -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.field = field
+        where = file + (f":{line}" if line is not None else "")
+        parts = [p for p in (where, field) if p]
+        super().__init__(": ".join([*parts, message]))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RatePhase(_Model):
+    """From ``at_s`` seconds on, emit ``tuples_per_s``."""
+
+    at_s: Annotated[float, Field(ge=0)] = 0.0
+    tuples_per_s: Annotated[float, Field(gt=0)]
+
+
+class SourceConfig(_Model):
+    """A process that produces one stream.
+
+    ``synthetic``: seeded pseudo-random tuples on a rate schedule; ``file``:
+    replay of a CSV or JSON Lines file with a ``ts`` column; ``ingest``: a
+    gRPC endpoint external producers push to."""
+
+    name: Annotated[str, Field(pattern=NAME)]
+    stream: Annotated[str, Field(pattern=IDENT)]
+    kind: Literal["synthetic", "file", "ingest"] = "synthetic"
+    schema_: Annotated[dict[str, Annotated[str, Field(pattern=TYPE)]], Field(alias="schema")] = Field(
+        default_factory=lambda: {"id": "integer", "val": "integer"}
+    )
+    tuple_bytes: Annotated[int, Field(ge=8)] = 44
+    rate: list[RatePhase] = Field(default_factory=lambda: [RatePhase(tuples_per_s=1000)])
+    seed: int = 1
+    log: bool = True
+    path: str | None = None
+    speed: Annotated[float, Field(gt=0)] = 1.0
+
+    @field_validator("schema_")
+    @classmethod
+    def _columns(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("a source needs at least one column")
+        for column in value:
+            if not re.match(IDENT, column) or column in ("ts", "seq", "op"):
+                raise ValueError(f"bad column name {column!r} (ts, seq and op are reserved)")
+        return value
+
+    @field_validator("rate")
+    @classmethod
+    def _schedule(cls, value: list[RatePhase]) -> list[RatePhase]:
+        if not value:
+            raise ValueError("give at least one rate phase")
+        starts = [p.at_s for p in value]
+        if starts != sorted(starts) or starts[0] != 0:
+            raise ValueError("phases must start at at_s 0 and be in increasing at_s order")
+        return value
+
+    @model_validator(mode="after")
+    def _file(self) -> SourceConfig:
+        if self.kind == "file" and not self.path:
+            raise ValueError("a file source needs a path")
+        return self
+
+
+class HaConfig(_Model):
+    """How a stage is protected (seed 002). ``batch_size`` applies to sas."""
+
+    mode: Literal["none", "as", "ub", "sas"] = "none"
+    batch_size: Annotated[int, Field(ge=1)] = 100
+    secondary: Annotated[str | None, Field(pattern=NAME)] = None
+
+    @model_validator(mode="after")
+    def _secondary(self) -> HaConfig:
+        if self.mode != "none" and not self.secondary:
+            raise ValueError(f"ha mode {self.mode} needs a secondary node")
+        return self
+
+
+class StageConfig(_Model):
+    """One operator partition: a CQL program run by a primary process (and,
+    when protected, a secondary). The stage's output stream is its output
+    query (default: the last registered one)."""
+
+    name: Annotated[str, Field(pattern=NAME)]
+    node: Annotated[str, Field(pattern=NAME)]
+    query: str | None = None
+    query_file: str | None = None
+    output: Annotated[str | None, Field(pattern=IDENT)] = None
+    cost_ms: Annotated[float, Field(ge=0)] = 0.0
+    ha: HaConfig = Field(default_factory=HaConfig)
+
+    @model_validator(mode="after")
+    def _one_query(self) -> StageConfig:
+        if (self.query is None) == (self.query_file is None):
+            raise ValueError("give exactly one of query and query_file")
+        return self
+
+
+class SinkConfig(_Model):
+    """A process that receives one stream and writes it as JSON Lines."""
+
+    name: Annotated[str, Field(pattern=NAME)]
+    input: Annotated[str, Field(pattern=IDENT)]
+
+
+class Endpoint(_Model):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)]
+    metrics_port: Annotated[int | None, Field(ge=1, le=65535)] = None
+
+
+class ClusterConfig(_Model):
+    name: Annotated[str, Field(pattern=NAME)] = "cluster"
+    heartbeat_ms: Annotated[int, Field(ge=10)] = 250
+    failure_timeout_ms: Annotated[int | None, Field(ge=10)] = None
+    ack_interval_ms: Annotated[int, Field(ge=5)] = 250
+    batch_rows: Annotated[int, Field(ge=1, le=65536)] = 1024
+    linger_ms: Annotated[float, Field(ge=0)] = 0.0
+    connect_timeout_ms: Annotated[int, Field(ge=100)] = 10_000
+    queue_rows: Annotated[int, Field(ge=64)] = 50_000
+    sources: list[SourceConfig] = Field(default_factory=list)
+    stages: list[StageConfig] = Field(default_factory=list)
+    sinks: list[SinkConfig] = Field(default_factory=list)
+    spares: list[Annotated[str, Field(pattern=NAME)]] = Field(default_factory=list)
+    endpoints: dict[str, Endpoint] = Field(default_factory=dict)
+
+    @property
+    def timeout_ms(self) -> int:
+        """Missed-heartbeat deadline: two heartbeat intervals unless set."""
+        return self.failure_timeout_ms or 2 * self.heartbeat_ms
+
+
+class LoadedConfig:
+    """A validated config with where it came from, for located errors."""
+
+    def __init__(
+        self, model: ClusterConfig, path: Path, lines: dict[tuple[Any, ...], tuple[int, int]]
+    ) -> None:
+        self.model = model
+        self.path = path
+        self._lines = lines
+
+    def locate(self, *field: Any) -> tuple[int | None, int]:
+        """1-based line and 0-based column of a field (or its closest parent)."""
+        key = tuple(field)
+        while key:
+            if key in self._lines:
+                line, col = self._lines[key]
+                return line + 1, col
+            key = key[:-1]
+        return None, 0
+
+    def text_start(self, *field: Any) -> int | None:
+        """1-based line where a block-scalar field's text starts (``|``), or
+        None when the field is not written as a block."""
+        pos = self._lines.get((*field, "#text"))
+        return pos[0] + 1 if pos else None
+
+    def error(self, message: str, *field: Any) -> ConfigError:
+        line, _ = self.locate(*field)
+        return ConfigError(message, str(self.path), line, _dotted(field))
+
+    def read_relative(self, name: str) -> str:
+        return (self.path.parent / name).read_text()
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _positions(node: yaml.Node, prefix: tuple[Any, ...], out: dict[tuple[Any, ...], tuple[int, int]]) -> None:
+    out[prefix] = (node.start_mark.line, node.start_mark.column)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            out[(*prefix, key.value)] = (value.start_mark.line, value.start_mark.column)
+            _positions(value, (*prefix, key.value), out)
+            out[(*prefix, key.value)] = (key.start_mark.line, key.start_mark.column)
+            if isinstance(value, yaml.ScalarNode) and value.style in ("|", ">"):
+                # Block scalars (queries): remember where the text starts.
+                out[(*prefix, key.value, "#text")] = (value.start_mark.line + 1, value.start_mark.column)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _positions(item, (*prefix, i), out)
+
+
+def load(path: str | Path) -> LoadedConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config: {exc.strerror or exc}", str(path)) from exc
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(f"malformed YAML: {exc.problem or exc}", str(path), line) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"malformed YAML: {exc}", str(path)) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a mapping at the top level", str(path), 1)
+    lines: dict[tuple[Any, ...], tuple[int, int]] = {}
+    if node is not None:
+        _positions(node, (), lines)
+    try:
+        model = ClusterConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple("schema" if p == "schema_" else p for p in first["loc"])
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            message = f"unknown field {loc[-1]!r}"
+        loaded = LoadedConfig(ClusterConfig(), path, lines)
+        raise loaded.error(message, *loc) from exc
+    return LoadedConfig(model, path, lines)

@@ -1,0 +1,124 @@
+"""The embedded single-process mode: ``semiactive query check`` and
+``semiactive query run``.
+
+``run`` reads every ``--stream NAME=FILE`` (CSV with a header, or JSON
+Lines; column ``ts`` is event time in ms; a relation's file has ``op``), feeds
+the engine in timestamp order and prints the chosen query's output as JSON
+Lines: ``{"seq": n, "ts": t, <fields in SELECT order>}``, with ``"op"`` for
+a relation-valued query.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from node.cql import CqlError, compile_program, explain, plan
+from node.engine.elements import Element
+from node.engine.engine import Engine
+from node.jsonl import formatter
+from node.sources import SourceDataError, read_rows
+
+
+def load_program(file: str, insert_delays: bool = False) -> plan.Program:
+    try:
+        text = Path(file).read_text()
+    except OSError as exc:
+        raise CqlError(f"cannot read: {exc.strerror}", 1, 1, file) from None
+    return compile_program(text, file=file, insert_delays=insert_delays)
+
+
+def check(file: str, insert_delays: bool = False) -> str:
+    return explain(load_program(file, insert_delays))
+
+
+def parse_streams(specs: Sequence[str], program: plan.Program) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SourceDataError(f"--stream {spec!r}: expected NAME=FILE")
+        if name not in program.inputs:
+            known = ", ".join(program.inputs) or "none"
+            raise SourceDataError(
+                f"--stream {name}: the program registers no stream or relation {name!r} (known: {known})"
+            )
+        files[name] = path
+    return files
+
+
+def load_inputs(program: plan.Program, files: dict[str, str]) -> dict[str, list[Element]]:
+    return {
+        name: list(read_rows(path, program.inputs[name].schema, program.inputs[name].kind))
+        for name, path in files.items()
+    }
+
+
+def execute(
+    program: plan.Program,
+    inputs: dict[str, list[Element]],
+    output: str | None = None,
+    executor: str = "dts",
+    run_limit: int = 100,
+    end_watermark: int | None = None,
+) -> list[Element]:
+    """Run ``program`` over complete inputs up to ``end_watermark`` (default:
+    the last input timestamp); return the output query's rows."""
+    name = output or program.last_query
+    if name not in program.queries:
+        raise SourceDataError(
+            f"--output {name}: no registered query of that name ({', '.join(program.queries)})"
+        )
+    end = max((rows[-1][0] for rows in inputs.values() if rows), default=0)
+    if end_watermark is not None:
+        end = max(end, end_watermark)
+    if executor == "hb":
+        from node.engine.heartbeat import HeartbeatEngine
+
+        hb = HeartbeatEngine(program, [name], run_limit=run_limit)
+        for stream, rows in inputs.items():
+            hb.push(stream, rows)
+        return hb.advance(end)[name]
+    engine = Engine(program, [name])
+    for stream, rows in inputs.items():
+        engine.push(stream, rows)
+    return engine.advance(end)[name]
+
+
+def run(
+    file: str,
+    streams: Sequence[str],
+    output: str | None,
+    executor: str,
+    run_limit: int,
+    out: TextIO = sys.stdout,
+) -> int:
+    program = load_program(file)
+    files = parse_streams(streams, program)
+    missing = [n for n in program.inputs if n not in files and _used(program, n)]
+    if missing:
+        raise SourceDataError(f"no --stream given for input(s) {', '.join(missing)}")
+    rows = execute(program, load_inputs(program, files), output, executor, run_limit)
+    root = program.query(output or program.last_query)
+    fmt = formatter(root.schema, root.kind)
+    out.write("".join(fmt(i, r) for i, r in enumerate(rows, start=1)))
+    return 0
+
+
+def _used(program: plan.Program, name: str) -> bool:
+    scan = program.scans.get(name)
+    if scan is None:
+        return False
+    seen: set[int] = set()
+    stack = [plan.resolve(q) for q in program.queries.values()]
+    while stack:
+        node = stack.pop()
+        if node is scan:
+            return True
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(plan.resolve(c) for c in node.children)
+    return False

@@ -1,0 +1,324 @@
+"""From a configuration to a deployment: stages, streams, edges, processes.
+
+Every source, stage and sink is a *stage* (a source has no input edge, a sink
+no output edge). A stage consumes the streams its CQL reads and produces one
+stream, its output query; an *edge* joins the producer of a stream to each
+consumer. Stages are compiled in dependency order, so a stage's input schemas
+are its producers' output schemas. Everything a user can get wrong is
+reported as a :class:`~semiactive.config.ConfigError` naming file, line and
+field (and, for CQL, the line and column inside the query).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from node.cql import CqlError, compile_program, parse, plan
+from node.cql import ast as cql_ast
+from node.sources import wire_size
+from semiactive.config import ClusterConfig, ConfigError, LoadedConfig, SinkConfig, SourceConfig, StageConfig
+
+_TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
+
+
+def column_type(text: str) -> plan.SqlType:
+    text = text.strip().lower()
+    if text in _TYPES:
+        return _TYPES[text]
+    match = re.fullmatch(r"char\(\s*(\d+)\s*\)", text)
+    if not match:
+        raise ValueError(f"unknown type {text!r}")
+    return plan.char(int(match.group(1)))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``producer -> consumer`` carrying ``stream``. ``index`` orders a
+    consumer's inputs (the merge order of ha-protocol.md)."""
+
+    producer: str
+    consumer: str
+    stream: str
+    schema: plan.Schema
+    kind: plan.Kind
+    index: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.producer}->{self.consumer}"
+
+
+@dataclass
+class Stage:
+    name: str
+    role: str  # source, stage, sink
+    primary: str  # node (process) name
+    secondary: str | None = None
+    output: str | None = None  # stream name
+    schema: plan.Schema | None = None
+    kind: plan.Kind = plan.Kind.STREAM
+    program: plan.Program | None = None
+    query_text: str = ""
+    query_file: str = ""
+    inputs: list[Edge] = field(default_factory=list)
+    outputs: list[Edge] = field(default_factory=list)
+    source: SourceConfig | None = None
+    sink: SinkConfig | None = None
+    config: StageConfig | None = None
+
+    @property
+    def replicas(self) -> list[str]:
+        return [self.primary] + ([self.secondary] if self.secondary else [])
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    role: str  # source, primary, secondary, sink, spare
+    stage: str | None
+
+
+@dataclass
+class Topology:
+    config: ClusterConfig
+    path: str
+    stages: dict[str, Stage]
+    nodes: dict[str, NodeInfo]
+    streams: dict[str, str]  # stream -> producing stage
+    edges: list[Edge]
+
+    def stage_of(self, node: str) -> Stage | None:
+        info = self.nodes[node]
+        return self.stages[info.stage] if info.stage else None
+
+
+def source_schema(src: SourceConfig) -> plan.Schema:
+    """The configured columns; a synthetic source whose ``tuple_bytes``
+    exceeds them gets a filler column ``pad char(n)`` making up the rest."""
+    cols = [plan.Column(name, column_type(t), src.stream) for name, t in src.schema_.items()]
+    schema = plan.Schema(tuple(cols))
+    missing = src.tuple_bytes - wire_size(schema)
+    if src.kind == "synthetic" and "pad" not in src.schema_ and missing > 0:
+        schema = plan.Schema((*cols, plan.Column("pad", plan.char(missing), src.stream)))
+    return schema
+
+
+def _external_names(program: cql_ast.Program) -> list[str]:
+    """Names the program reads in FROM but neither registers nor declares,
+    in order of first use: its inputs from other stages."""
+    own = {s.name for s in program.statements}
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, cql_ast.FromName) and node.name not in own and node.name not in found:
+            found.append(node.name)
+        if dataclasses.is_dataclass(node):
+            for f in dataclasses.fields(node):
+                walk(getattr(node, f.name))
+        elif isinstance(node, tuple | list):
+            for item in node:
+                walk(item)
+
+    walk(program)
+    return found
+
+
+class _Resolver:
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self.loaded = loaded
+        self.cfg = loaded.model
+        self.stages: dict[str, Stage] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        self.streams: dict[str, str] = {}
+        self.schemas: dict[str, tuple[plan.Schema, plan.Kind]] = {}
+
+    def error(self, message: str, *where: Any) -> ConfigError:
+        return self.loaded.error(message, *where)
+
+    def add_node(self, name: str, role: str, stage: str | None, *where: Any) -> None:
+        if name in self.nodes:
+            raise self.error(f"node name {name!r} is used twice", *where)
+        self.nodes[name] = NodeInfo(name, role, stage)
+
+    def add_stage(self, stage: Stage, *where: Any) -> None:
+        if stage.name in self.stages:
+            raise self.error(f"stage name {stage.name!r} is used twice", *where)
+        self.stages[stage.name] = stage
+
+    def add_stream(self, name: str, producer: str, schema: plan.Schema, kind: plan.Kind, *where: Any) -> None:
+        if name in self.streams:
+            raise self.error(
+                f"stream {name!r} is produced by both {self.streams[name]} and {producer}", *where
+            )
+        self.streams[name] = producer
+        self.schemas[name] = (schema, kind)
+
+    def run(self) -> Topology:
+        cfg = self.cfg
+        for i, src in enumerate(cfg.sources):
+            try:
+                schema = source_schema(src)
+            except ValueError as exc:
+                raise self.error(str(exc), "sources", i, "schema") from None
+            if src.kind == "synthetic" and src.tuple_bytes < wire_size(schema):
+                raise self.error(
+                    f"tuple_bytes {src.tuple_bytes} is smaller than the schema's {wire_size(schema)} bytes",
+                    "sources",
+                    i,
+                    "tuple_bytes",
+                )
+            stage = Stage(src.name, "source", src.name, output=src.stream, schema=schema, source=src)
+            self.add_stage(stage, "sources", i, "name")
+            self.add_node(src.name, "source", src.name, "sources", i, "name")
+            self.add_stream(src.stream, src.name, schema, plan.Kind.STREAM, "sources", i, "stream")
+        parsed = self._parse_stages()
+        self._compile_stages(parsed)
+        for i, sink in enumerate(cfg.sinks):
+            if sink.input not in self.streams:
+                raise self.error(
+                    f"unknown stream {sink.input!r}; known: {', '.join(sorted(self.streams))}",
+                    "sinks",
+                    i,
+                    "input",
+                )
+            self.add_stage(Stage(sink.name, "sink", sink.name, sink=sink), "sinks", i, "name")
+            self.add_node(sink.name, "sink", sink.name, "sinks", i, "name")
+        for i, spare in enumerate(cfg.spares):
+            self.add_node(spare, "spare", None, "spares", i)
+        edges = self._edges()
+        for name in cfg.endpoints:
+            if name not in self.nodes:
+                raise self.error(f"endpoint for unknown node {name!r}", "endpoints", name)
+        return Topology(cfg, str(self.loaded.path), self.stages, self.nodes, self.streams, edges)
+
+    def _parse_stages(self) -> list[tuple[int, StageConfig, cql_ast.Program, str, str]]:
+        out = []
+        for i, st in enumerate(self.cfg.stages):
+            if st.query_file is not None:
+                try:
+                    text = self.loaded.read_relative(st.query_file)
+                except OSError as exc:
+                    raise self.error(
+                        f"cannot read {st.query_file}: {exc.strerror}", "stages", i, "query_file"
+                    ) from None
+                file = str(self.loaded.path.parent / st.query_file)
+            else:
+                text = st.query or ""
+                file = str(self.loaded.path)
+            try:
+                tree = parse(text, file)
+            except CqlError as exc:
+                raise self._cql_error(exc, i, st) from None
+            out.append((i, st, tree, text, file))
+        return out
+
+    def _cql_error(self, exc: CqlError, i: int, st: StageConfig) -> ConfigError:
+        """Position a CQL error in the YAML file when the query is inline."""
+        if st.query_file is not None:
+            return ConfigError(str(exc), "", None, "")
+        line = self.loaded.text_start("stages", i, "query")
+        if line is not None:
+            return ConfigError(
+                f"{exc.message} (query line {exc.line}, column {exc.column})",
+                str(self.loaded.path),
+                line + exc.line - 1,
+                f"stages[{i}].query",
+            )
+        return self.error(f"{exc.message} (query line {exc.line}, column {exc.column})", "stages", i, "query")
+
+    def _compile_stages(self, parsed: list[tuple[int, StageConfig, cql_ast.Program, str, str]]) -> None:
+        outputs: dict[str, str] = {}  # stream -> stage, for stages not compiled yet
+        for i, st, tree, _, _ in parsed:
+            queries = [s.name for s in tree.statements if isinstance(s, cql_ast.RegisterQuery)]
+            if not queries:
+                raise self.error(
+                    "the query registers no query (add REGISTER QUERY or a SELECT)", "stages", i, "query"
+                )
+            output = st.output or queries[-1]
+            if output not in queries:
+                raise self.error(
+                    f"output {output!r} is not a registered query of this stage", "stages", i, "output"
+                )
+            outputs[output] = st.name
+        pending = list(parsed)
+        while pending:
+            progress = False
+            for item in list(pending):
+                i, st, tree, text, file = item
+                needs = _external_names(tree)
+                waiting = [n for n in needs if n not in self.schemas and n in outputs]
+                if waiting:
+                    continue
+                self._compile_one(i, st, text, file, needs, outputs)
+                pending.remove(item)
+                progress = True
+            if not progress:
+                names = [st.name for _, st, *_ in pending]
+                i = pending[0][0]
+                raise self.error(
+                    "stages " + ", ".join(names) + " read each other's output in a cycle; a cycle must stay "
+                    "inside one stage (recursive queries with a delay) in this version",
+                    "stages",
+                    i,
+                    "query",
+                )
+
+    def _compile_one(
+        self, i: int, st: StageConfig, text: str, file: str, needs: list[str], outputs: dict[str, str]
+    ) -> None:
+        inputs = {}
+        for name in needs:
+            if name in self.schemas:
+                schema, kind = self.schemas[name]
+                inputs[name] = plan.InputDecl(name, kind, schema)
+        try:
+            program = compile_program(text, inputs=inputs, file=file)
+        except CqlError as exc:
+            raise self._cql_error(exc, i, st) from None
+        output = st.output or program.last_query
+        root = program.query(output)
+        stage = Stage(
+            st.name,
+            "stage",
+            st.node,
+            secondary=st.ha.secondary if st.ha.mode != "none" else None,
+            output=output,
+            schema=root.schema,
+            kind=root.kind,
+            program=program,
+            query_text=text,
+            query_file=file,
+            config=st,
+        )
+        self.add_stage(stage, "stages", i, "name")
+        self.add_node(st.node, "primary", st.name, "stages", i, "node")
+        if stage.secondary:
+            self.add_node(stage.secondary, "secondary", st.name, "stages", i, "ha", "secondary")
+        self.add_stream(output, st.name, root.schema, root.kind, "stages", i, "query")
+        del outputs[output]
+
+    def _edges(self) -> list[Edge]:
+        edges: list[Edge] = []
+        for stage in self.stages.values():
+            if stage.role == "stage":
+                assert stage.program is not None
+                names = [n for n in stage.program.scans if n in self.streams]
+            elif stage.role == "sink":
+                assert stage.sink is not None
+                names = [stage.sink.input]
+            else:
+                continue
+            for index, stream in enumerate(names):
+                schema, kind = self.schemas[stream]
+                edge = Edge(self.streams[stream], stage.name, stream, schema, kind, index)
+                stage.inputs.append(edge)
+                self.stages[edge.producer].outputs.append(edge)
+                edges.append(edge)
+        return edges
+
+
+def resolve(loaded: LoadedConfig) -> Topology:
+    return _Resolver(loaded).run()

@@ -1,0 +1,109 @@
+from semiactive.wire import dataplane_pb2 as _dataplane_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StartRequest(_message.Message):
+    __slots__ = ("t0_unix",)
+    T0_UNIX_FIELD_NUMBER: _ClassVar[int]
+    t0_unix: float
+    def __init__(self, t0_unix: _Optional[float] = ...) -> None: ...
+
+class StopRequest(_message.Message):
+    __slots__ = ("exit", "now")
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    exit: bool
+    now: bool
+    def __init__(self, exit: _Optional[bool] = ..., now: _Optional[bool] = ...) -> None: ...
+
+class EdgeStatus(_message.Message):
+    __slots__ = ("edge", "peer", "seq", "acked", "watermark", "end_of_stream", "retained")
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ACKED_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    END_OF_STREAM_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FIELD_NUMBER: _ClassVar[int]
+    edge: str
+    peer: str
+    seq: int
+    acked: int
+    watermark: int
+    end_of_stream: bool
+    retained: int
+    def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ...) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    TUPLES_IN_FIELD_NUMBER: _ClassVar[int]
+    TUPLES_OUT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    role: str
+    stage: str
+    epoch: int
+    finished: bool
+    inputs: _containers.RepeatedCompositeFieldContainer[EdgeStatus]
+    outputs: _containers.RepeatedCompositeFieldContainer[EdgeStatus]
+    tuples_in: int
+    tuples_out: int
+    uptime_s: float
+    state: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ...) -> None: ...
+
+class Ping(_message.Message):
+    __slots__ = ("n", "sender")
+    N_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    n: int
+    sender: str
+    def __init__(self, n: _Optional[int] = ..., sender: _Optional[str] = ...) -> None: ...
+
+class Pong(_message.Message):
+    __slots__ = ("n", "epoch")
+    N_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    n: int
+    epoch: int
+    def __init__(self, n: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class TakeoverNotice(_message.Message):
+    __slots__ = ("stage", "node", "epoch", "resume_after")
+    class ResumeAfterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    node: str
+    epoch: int
+    resume_after: _containers.ScalarMap[str, int]
+    def __init__(self, stage: _Optional[str] = ..., node: _Optional[str] = ..., epoch: _Optional[int] = ..., resume_after: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class TakeoverReply(_message.Message):
+    __slots__ = ("accepted", "reason")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    reason: str
+    def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,90 @@
+"""Helpers for tests that run real processes: run the CLI, write configs,
+and make sure nothing is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def semiactive(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``semiactive ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "semiactive", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=dict(os.environ, **(env or {})),
+    )
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """PIDs of live processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def assert_no_processes(text: str, wait: float = 5.0) -> None:
+    deadline = time.monotonic() + wait
+    while processes_mentioning(text) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = processes_mentioning(text)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes left running: {left}"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def chain_config(
+    queries: list[str], *, rate: int = 1000, name: str = "test-chain", **cluster: Any
+) -> dict[str, Any]:
+    """source node-0 -> one stage per query (node-1, node-2, ...) -> sink.
+    Query i must register query ``s{i}`` reading the previous stream."""
+    stages = [{"name": f"stage-{i}", "node": f"node-{i}", "query": q} for i, q in enumerate(queries, start=1)]
+    return {
+        "name": name,
+        **cluster,
+        "sources": [
+            {
+                "name": "node-0",
+                "stream": "s0",
+                "schema": {"id": "integer", "val": "integer"},
+                "tuple_bytes": 44,
+                "rate": [{"at_s": 0, "tuples_per_s": rate}],
+                "seed": 11,
+            }
+        ],
+        "stages": stages,
+        "sinks": [{"name": "sink", "input": f"s{len(queries)}"}],
+    }
