@@ -65,14 +65,26 @@ def source_rows(run_dir: Path, name: str, schema: plan.Schema) -> tuple[list[Ele
 
 def expected_streams(topology: Topology, run_dir: Path) -> dict[str, list[Element]]:
     """Every stream of the run recomputed from the source logs."""
-    streams: dict[str, list[Element]] = {}
-    end = 0
+    sources = {}
     for stage in topology.stages.values():
         if stage.role == "source":
-            assert stage.schema is not None and stage.output is not None
-            rows, wm = source_rows(run_dir, stage.name, stage.schema)
-            streams[stage.output] = rows
-            end = max(end, wm)
+            assert stage.schema is not None
+            sources[stage.name] = source_rows(run_dir, stage.name, stage.schema)
+    return reference_streams(topology, sources)
+
+
+def reference_streams(
+    topology: Topology, sources: dict[str, tuple[list[Element], int]]
+) -> dict[str, list[Element]]:
+    """Every stream computed in this process from the sources' tuples and
+    final watermarks (by source name), stage after stage."""
+    streams: dict[str, list[Element]] = {}
+    end = 0
+    for name, (rows, watermark) in sources.items():
+        output = topology.stages[name].output
+        assert output is not None
+        streams[output] = rows
+        end = max(end, watermark, rows[-1][0] if rows else watermark)
     pending = [s for s in topology.stages.values() if s.role == "stage"]
     while pending:
         for stage in list(pending):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ha.resync import ResyncPoint
 from node.engine.elements import Element
 
 UNBOUNDED = 2**62
@@ -32,10 +33,14 @@ class EdgeCursors:
     batch_size: int = UNBOUNDED  # B; 1 for AS, UNBOUNDED for UB / no backup
     dropped_unsent: int = 0  # rows released before being shipped (SAS saving)
     shipped: int = 0  # rows shipped to the secondary
+    acked: int = 0  # the consumer's Level-0: it has every seq up to here
+    point: ResyncPoint | None = None  # the consumer's latest Level-1 point
 
 
 class OutputLog:
     def __init__(self, capacity: int = 1_000_000, first_seq: int = 1) -> None:
+        """``first_seq``: the seq of the first row this log will hold (a
+        replica that resynchronised continues its primary's numbering)."""
         self.capacity = capacity
         self._items: list[Element] = []
         self._base = first_seq  # seq of _items[0]
@@ -87,6 +92,26 @@ class OutputLog:
         cursors = EdgeCursors(cut=start, backed_up=start - 1, batch_size=batch_size)
         self.edges[edge] = cursors
         return cursors
+
+    def acknowledge(self, edge: str, seq: int, point: ResyncPoint | None = None) -> None:
+        """A consumer's Level-0 (``seq``) and, if given, Level-1 (``point``):
+        rows before the point's cut for this edge are no longer needed."""
+        cursors = self.edges[edge]
+        if seq > cursors.acked:
+            cursors.acked = seq
+        if point is not None and edge in point.edge_cut:
+            if cursors.point is None or point.position >= cursors.point.position:
+                cursors.point = point
+            self.release(edge, point.edge_cut[edge])
+
+    def start_for(self, edge: str, next_seq: int) -> tuple[ResyncPoint | None, int]:
+        """Where to start feeding a receiver that wants ``next_seq``: there,
+        if this log still has it; otherwise at the cut, after the resync point
+        that lets the receiver rebuild its state from the cut."""
+        cursors = self.edges[edge]
+        if next_seq >= cursors.cut or cursors.point is None:
+            return None, max(next_seq, self._base)
+        return cursors.point, cursors.cut
 
     def release(self, edge: str, cut: int) -> None:
         """The consumer of ``edge`` no longer needs seqs before ``cut``."""

@@ -4,12 +4,17 @@ inputs in the one deterministic order both replicas of a stage agree on.
 
 A stage's input position (the lineage of its elements) is the edge seq when
 there is one input edge. With several, rows are merged by
-``(ts, edge index, seq)`` up to the smallest watermark, and numbered in that
-order (ha-protocol.md, "Identifiers and determinism" 4).
+``(ts, edge index, seq)`` up to the smallest watermark and numbered in that
+order (ha-protocol.md, "Identifiers and determinism" 4); a position map
+translates a position back to per-edge seqs for Level-1 acknowledgements.
+
+In ``exact`` mode (protected stages) only rows up to the watermark are handed
+on, so that "processed up to position p" is a state both replicas can reach.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
@@ -22,7 +27,7 @@ FOREVER = 2**62
 
 
 class SeqGapError(ValueError):
-    """Rows after a gap: something upstream lost data."""
+    """Rows after a gap: the producer skipped rows this input needs."""
 
 
 @dataclass
@@ -36,10 +41,20 @@ class EdgeInput:
     end_of_stream: bool = False
     received: int = 0
     duplicates: int = 0
+    handed: int = 0  # last seq handed to the operator section
     pending: deque[Element] = field(default_factory=deque)
 
     def accept(self, first_seq: int, count: int, rows: bytes, watermark: int, eos: bool) -> int:
-        """Take one batch; return how many new rows it brought."""
+        """Take one encoded batch; return how many new rows it brought."""
+        skip = self.next_seq - first_seq
+        elements = self.codec.decode(rows, first_seq, count) if count and skip < count else []
+        return self.accept_rows(first_seq, elements, watermark, eos, count)
+
+    def accept_rows(
+        self, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int | None = None
+    ) -> int:
+        """Take rows ``(ts, seq, sign, values...)`` numbered from ``first_seq``."""
+        count = len(rows) if count is None else count
         if first_seq > self.next_seq and count:
             raise SeqGapError(
                 f"edge {self.edge}: rows from seq {first_seq} but seq {self.next_seq} is missing"
@@ -48,11 +63,10 @@ class EdgeInput:
         if count:
             skip = self.next_seq - first_seq
             if skip < count:
-                elements = self.codec.decode(rows, first_seq, count)
-                self.pending.extend(elements[skip:] if skip else elements)
-                new = count - skip
+                self.pending.extend(rows[skip:] if skip > 0 else rows)
+                new = count - max(skip, 0)
                 self.next_seq = first_seq + count
-            self.duplicates += min(skip, count)
+            self.duplicates += min(max(skip, 0), count)
             self.received += new
         if watermark > self.watermark:
             self.watermark = watermark
@@ -64,12 +78,24 @@ class EdgeInput:
     def last_seq(self) -> int:
         return self.next_seq - 1
 
+    def restart(self, next_seq: int) -> None:
+        """Start over at ``next_seq`` (a resync): forget what is queued."""
+        self.next_seq = next_seq
+        self.handed = next_seq - 1
+        self.pending.clear()
+        self.watermark = NEVER
+        self.end_of_stream = False
+
 
 class InputSection:
-    def __init__(self, edges: list[EdgeInput]) -> None:
+    def __init__(self, edges: list[EdgeInput], exact: bool = False) -> None:
         self.edges = edges
         self.by_name = {e.edge: e for e in edges}
+        self.exact = exact
         self.position = 0  # stage-local input position of the last row handed on
+        # Multi-edge stages: (position, edge index, seq) of every handed row
+        # still needed for translating positions; trimmed by forget_before().
+        self._positions: deque[tuple[int, int, int]] = deque()
 
     @property
     def end_of_stream(self) -> bool:
@@ -87,33 +113,84 @@ class InputSection:
     def backlog(self) -> int:
         return sum(len(e.pending) for e in self.edges)
 
-    def take(self) -> tuple[dict[str, list[Element]], int]:
+    def take(self, max_position: int | None = None) -> tuple[dict[str, list[Element]], int]:
         """Rows ready for the operator section, per stream, and the watermark
-        to advance to."""
+        to advance to. ``max_position`` stops at that position (a warm-up)."""
         watermark = self.watermark()
-        if len(self.edges) == 1:
+        if len(self.edges) == 1 and not self.exact:
             edge = self.edges[0]
             rows = list(edge.pending)
             edge.pending.clear()
             if rows:
-                self.position = rows[-1][1]
+                self.position = edge.handed = rows[-1][1]
             return ({edge.stream: rows} if rows else {}), watermark
-        return self._merge(watermark), watermark
+        if len(self.edges) == 1:
+            edge = self.edges[0]
+            limit = FOREVER if max_position is None else max_position
+            part: list[Element] = []
+            pending = edge.pending
+            while pending and pending[0][0] <= watermark and pending[0][1] <= limit:
+                part.append(pending.popleft())
+            if part:
+                self.position = edge.handed = part[-1][1]
+            return ({edge.stream: part} if part else {}), watermark
+        return self._merge(watermark, max_position), watermark
 
-    def _merge(self, watermark: int) -> dict[str, list[Element]]:
+    def _merge(self, watermark: int, max_position: int | None) -> dict[str, list[Element]]:
         runs = []
         for e in self.edges:
             run: list[tuple[int, int, int, Element]] = []
-            pending = e.pending
-            while pending and pending[0][0] <= watermark:
-                row = pending.popleft()
+            for row in e.pending:
+                if row[0] > watermark:
+                    break
                 run.append((row[0], e.index, row[1], row))
             runs.append(run)
         out: dict[str, list[Element]] = {}
-        stream_of = {e.index: e.stream for e in self.edges}
+        by_index = {e.index: e for e in self.edges}
         pos = self.position
-        for _, index, _, row in heapq.merge(*runs):
+        for _, index, seq, row in heapq.merge(*runs):
+            if max_position is not None and pos >= max_position:
+                break
             pos += 1
-            out.setdefault(stream_of[index], []).append((row[0], pos, *row[2:]))
+            edge = by_index[index]
+            edge.pending.popleft()
+            edge.handed = seq
+            out.setdefault(edge.stream, []).append((row[0], pos, *row[2:]))
+            self._positions.append((pos, index, seq))
         self.position = pos
         return out
+
+    # -- positions <-> edge seqs (Level-1) -------------------------------------
+
+    def edge_positions(self) -> dict[str, int]:
+        """Per edge, the last seq handed on."""
+        return {e.edge: e.handed for e in self.edges}
+
+    def edge_cut(self, cut_position: int) -> dict[str, int]:
+        """Per edge, the first seq at or after stage position ``cut_position``."""
+        if len(self.edges) == 1:
+            return {self.edges[0].edge: cut_position}
+        cut = {e.edge: e.handed + 1 for e in self.edges}
+        entries = self._positions
+        start = bisect.bisect_left(entries, (cut_position, -1, -1))
+        seen: set[int] = set()
+        for i in range(start, len(entries)):
+            _, index, seq = entries[i]
+            if index not in seen:
+                seen.add(index)
+                cut[self.edges[index].edge] = seq
+                if len(seen) == len(self.edges):
+                    break
+        return cut
+
+    def forget_before(self, position: int) -> None:
+        entries = self._positions
+        while entries and entries[0][0] < position:
+            entries.popleft()
+
+    def restart(self, cut_position: int, edge_cut: dict[str, int]) -> None:
+        """Start over from a resync point's cut."""
+        self.position = cut_position - 1
+        self._positions.clear()
+        for e in self.edges:
+            e.restart(edge_cut.get(e.edge, 1))

@@ -1,0 +1,40 @@
+"""Failure detection by heartbeats (seed 002, Algorithm 2 lines 1-2).
+
+The secondary pings its primary every ``interval`` and declares it dead
+when no answer came for ``timeout``, or at once when the connection breaks
+and cannot be re-established (a killed process's port refuses connections).
+Pure: the caller passes the clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class FailureDetector:
+    interval: float  # seconds between pings
+    timeout: float  # seconds without a pong before declaring failure
+    last_pong: float | None = None
+    started: float | None = None
+    suspected_at: float | None = None
+
+    def start(self, now: float) -> None:
+        self.started = now
+        self.last_pong = None
+        self.suspected_at = None
+
+    def on_pong(self, now: float) -> None:
+        self.last_pong = now
+
+    def expired(self, now: float) -> bool:
+        """No pong for ``timeout`` (counting from the first pong, or from the
+        start with a grace of one timeout for the first connection)."""
+        reference = self.last_pong if self.last_pong is not None else self.started
+        if reference is None:
+            return False
+        return now - reference > self.timeout
+
+    def silent_for(self, now: float) -> float:
+        reference = self.last_pong if self.last_pong is not None else self.started
+        return 0.0 if reference is None else now - reference

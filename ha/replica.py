@@ -1,0 +1,221 @@
+"""One replica of one stage: the HA protocol's state machine (seed 002,
+Algorithms 1 and 2; ha-protocol.md).
+
+Primary and secondary run the same machinery: input section, operator
+section (the stage's CQL program) and output log. They differ in what the
+node around them does with it: a primary's log is streamed to the consumers;
+a secondary's log is the paper's output queue, trimmed by the consumers'
+acknowledgements and flushed to them on takeover.
+
+A replica that lacks inputs its state depends on (a secondary after rows
+were dropped unsent, a fresh secondary, a new primary under UB) gets a
+:class:`~ha.resync.ResyncPoint` from its producer. It then rebuilds: empty
+state, inputs from the point's cut, processing without emitting up to the
+point's position and time, the point's counters and output seq; from there
+it emits exactly what the primary emits.
+
+Pure: no sockets, no clock. The node daemon and the in-memory simulation
+drive it the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+from ha.output_log import UNBOUNDED, OutputLog
+from ha.resync import ResyncPoint, Snapshot, SnapshotLog
+from node.codec import RowCodec
+from node.engine.elements import Element
+from node.sections.input import EdgeInput, InputSection, SeqGapError
+from node.sections.operator import OperatorSection
+from semiactive.topology import Stage
+
+FOREVER = 2**62
+
+
+class Mode(enum.Enum):
+    PRIMARY = "primary"
+    SECONDARY = "secondary"
+    FENCED = "fenced"
+
+
+def batch_size(mode: str, configured: int) -> int:
+    """The backup batch size B a consumer's HA mode asks of its producers:
+    AS ships every row (1), SAS ``configured`` rows, UB and none nothing."""
+    if mode == "as":
+        return 1
+    if mode == "sas":
+        return configured
+    return UNBOUNDED
+
+
+class StageReplica:
+    def __init__(
+        self,
+        node: str,
+        stage: Stage,
+        mode: Mode,
+        consumer_batch: Mapping[str, int],
+        capacity: int = 1_000_000,
+    ) -> None:
+        """``consumer_batch``: per output edge id, the batch size B its
+        consumer's HA mode asks for."""
+        assert stage.program is not None and stage.output is not None
+        self.node = node
+        self.stage = stage
+        self.mode = mode
+        self.consumer_batch = dict(consumer_batch)
+        self.capacity = capacity
+        self.warmup: ResyncPoint | None = None
+        self.resyncs = 0
+        self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
+        self.finished = False
+        self._build(out_seq=0)
+
+    def _build(self, out_seq: int, cuts: Mapping[str, int] | None = None) -> None:
+        stage = self.stage
+        assert stage.program is not None and stage.output is not None and stage.config is not None
+        edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
+        self.inputs = InputSection(edges, exact=True)
+        self.operator = OperatorSection(stage.program, stage.output, stage.config.cost_ms, lineage=True)
+        self.log = OutputLog(self.capacity, first_seq=out_seq + 1)
+        for edge in stage.outputs:
+            cut = (cuts or {}).get(edge.id, out_seq + 1)
+            self.log.add_edge(edge.id, self.consumer_batch.get(edge.id, UNBOUNDED), cut=max(cut, out_seq + 1))
+        self.snapshots = SnapshotLog()
+        self.finished = False
+
+    # -- input ------------------------------------------------------------------------
+
+    def receive(self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool) -> int:
+        """Rows from a producer (data or backup channel). Raises
+        :class:`SeqGapError` if rows are missing and no resync point covers
+        them."""
+        if self.mode is Mode.FENCED:
+            return 0
+        return self.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos)
+
+    def receive_point(self, edge: str, point: ResyncPoint) -> bool:
+        """A resync point sent ahead of rows from its cut. Applied when this
+        replica cannot continue without it (its next row is before the cut);
+        return whether it was applied."""
+        current = self.inputs.by_name[edge]
+        if current.next_seq >= point.edge_cut.get(edge, 0):
+            return False
+        self.resync(point)
+        return True
+
+    def resync(self, point: ResyncPoint) -> None:
+        consumer_cuts = {e: c.cut for e, c in self.log.edges.items()}
+        acked = {e: (c.acked, c.point) for e, c in self.log.edges.items()}
+        self._build(point.out_seq, consumer_cuts)
+        for edge, (seq, consumer_point) in acked.items():
+            cursors = self.log.edges[edge]
+            cursors.acked = seq
+            cursors.point = consumer_point
+        self.inputs.restart(point.cut_position, point.edge_cut)
+        # Other input edges may already have delivered rows past their cut:
+        # their producers must start again from the cut.
+        self.rewind = {e.edge for e in self.inputs.edges} if len(self.inputs.edges) > 1 else set()
+        self.warmup = point
+        self.resyncs += 1
+        if point.cut_position > point.position:
+            self._finish_warmup()
+
+    # -- processing ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Process what the inputs allow; return the number of input rows."""
+        if self.mode is Mode.FENCED:
+            return 0
+        point = self.warmup
+        rows, watermark = self.inputs.take(point.position if point is not None else None)
+        count = sum(len(r) for r in rows.values())
+        if point is not None:
+            reached = self.inputs.position >= point.position
+            target = point.time if reached else min(watermark, point.time)
+            if rows or target > self.operator.time:
+                self.operator.run(rows, target)  # rebuilding: outputs are the primary's, already sent
+            if reached:
+                self._finish_warmup()
+            return count
+        if rows or watermark > self.operator.time:
+            out = self.operator.run(rows, watermark)
+            self.log.append(out, watermark)
+            for edge in self.log.edges:
+                self.log.take_backup(edge)
+            self._snapshot()
+        if self.inputs.end_of_stream and not self.inputs.backlog and not self.log.end_of_stream:
+            self.log.finish(self.inputs.watermark())
+        return count
+
+    def _finish_warmup(self) -> None:
+        point = self.warmup
+        assert point is not None
+        engine = self.operator.engine
+        if point.time > engine.time:
+            engine.advance(point.time)
+        engine.restore_counters(point.counters)
+        self.warmup = None
+        self.log.watermark = max(self.log.watermark, point.time)
+        self._snapshot()
+
+    def _snapshot(self) -> None:
+        position = self.inputs.position
+        low = self.operator.engine.state_low()
+        cut = position + 1 if low is None else min(low, position + 1)
+        self.snapshots.record(
+            Snapshot(position, self.log.head, cut, self.operator.engine.counters(), self.operator.time)
+        )
+
+    @property
+    def warming_up(self) -> bool:
+        return self.warmup is not None
+
+    # -- acknowledgements ---------------------------------------------------------------
+
+    def level0(self, edge: str) -> int:
+        """Level-0 for an input edge: received up to this seq."""
+        return self.inputs.by_name[edge].last_seq
+
+    def level1(self) -> ResyncPoint | None:
+        """Level-1 for every input edge (one point covers them all): the cut
+        below which producers may drop rows, given what the consumers have
+        acknowledged."""
+        if self.warmup is not None:
+            return None
+        acked = min((c.acked for c in self.log.edges.values()), default=FOREVER)
+        snap = self.snapshots.usable(acked)
+        if snap is None:
+            return None
+        edge_cut = self.inputs.edge_cut(snap.low)
+        self.inputs.forget_before(snap.low)
+        return ResyncPoint(
+            position=snap.position,
+            out_seq=snap.out_seq,
+            cut_position=snap.low,
+            edge_cut=edge_cut,
+            edge_position={},
+            counters=snap.counters,
+            time=snap.time,
+        )
+
+    def acknowledged(self, edge: str, seq: int, point: ResyncPoint | None = None) -> None:
+        """A consumer's Level-0 and/or Level-1 for one of our output edges."""
+        self.log.acknowledge(edge, seq, point)
+
+    # -- takeover -------------------------------------------------------------------------
+
+    def promote(self) -> None:
+        """Secondary becomes primary (Algorithm 2 lines 12-20): its output
+        queue becomes the log the consumers are fed from."""
+        self.mode = Mode.PRIMARY
+
+    def fence(self) -> None:
+        self.mode = Mode.FENCED
+
+    def recovery_target(self, consumer_positions: Mapping[str, int]) -> int:
+        """The output seq the old primary had reached as far as the consumers
+        know (definition 2: recovery ends when this replica reaches it)."""
+        return max(consumer_positions.values(), default=self.log.head)
