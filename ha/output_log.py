@@ -48,19 +48,24 @@ class OutputLog:
         self.watermark = -(2**62)
         self.end_of_stream = False
         self.edges: dict[str, EdgeCursors] = {}
+        # ts of the last appended row: kept apart from _items, which may have
+        # been freed by the time the stream finishes.
+        self.last_ts: int | None = None
 
     # -- producer side --------------------------------------------------------
 
     def append(self, elements: list[Element], watermark: int | None = None) -> None:
         self._items.extend(elements)
         self.head += len(elements)
+        if elements:
+            self.last_ts = elements[-1][0]
         if watermark is not None and watermark > self.watermark:
             self.watermark = watermark
 
     def finish(self, watermark: int) -> None:
         """End of stream. The final watermark covers every row: nothing more
         can arrive at any instant, including the last row's."""
-        last_ts = self._items[-1][0] if self._items else watermark
+        last_ts = self.last_ts if self.last_ts is not None else watermark
         self.watermark = max(self.watermark, watermark, last_ts)
         self.end_of_stream = True
 
@@ -103,6 +108,14 @@ class OutputLog:
             if cursors.point is None or point.position >= cursors.point.position:
                 cursors.point = point
             self.release(edge, point.edge_cut[edge])
+
+    def needed_from(self) -> int:
+        """The first seq some consumer may still need: the smallest cut its
+        Level-1 points gave (1 for a consumer that gave none yet); unbounded
+        without consumers."""
+        if not self.edges:
+            return UNBOUNDED
+        return min(c.cut if c.point is not None else 1 for c in self.edges.values())
 
     def start_for(self, edge: str, next_seq: int) -> tuple[ResyncPoint | None, int]:
         """Where to start feeding a receiver that wants ``next_seq``: there,

@@ -27,11 +27,9 @@ from ha.output_log import UNBOUNDED, OutputLog
 from ha.resync import ResyncPoint, Snapshot, SnapshotLog
 from node.codec import RowCodec
 from node.engine.elements import Element
-from node.sections.input import EdgeInput, InputSection, SeqGapError
+from node.sections.input import EdgeInput, InputSection
 from node.sections.operator import OperatorSection
 from semiactive.topology import Stage
-
-FOREVER = 2**62
 
 
 class Mode(enum.Enum):
@@ -129,17 +127,20 @@ class StageReplica:
         """Process what the inputs allow; return the number of input rows."""
         if self.mode is Mode.FENCED:
             return 0
+        count = 0
         point = self.warmup
-        rows, watermark = self.inputs.take(point.position if point is not None else None)
-        count = sum(len(r) for r in rows.values())
         if point is not None:
+            rows, watermark = self.inputs.take(point.position)
+            count = sum(len(r) for r in rows.values())
             reached = self.inputs.position >= point.position
             target = point.time if reached else min(watermark, point.time)
             if rows or target > self.operator.time:
                 self.operator.run(rows, target)  # rebuilding: outputs are the primary's, already sent
-            if reached:
-                self._finish_warmup()
-            return count
+            if not reached:
+                return count
+            self._finish_warmup()
+        rows, watermark = self.inputs.take()
+        count += sum(len(r) for r in rows.values())
         if rows or watermark > self.operator.time:
             out = self.operator.run(rows, watermark)
             self.log.append(out, watermark)
@@ -181,12 +182,17 @@ class StageReplica:
 
     def level1(self) -> ResyncPoint | None:
         """Level-1 for every input edge (one point covers them all): the cut
-        below which producers may drop rows, given what the consumers have
-        acknowledged."""
+        below which producers may drop rows.
+
+        The outputs this replica must still be able to reproduce start where
+        its consumers' own cuts are (what their rebuilding would need), not
+        where their Level-0 is: for a stateless consumer or a sink the two
+        coincide; for a windowed one the cut lags by the window. Cuts thus
+        compose down the chain, which lets the cluster survive a failure
+        during the recovery of an adjacent stage."""
         if self.warmup is not None:
             return None
-        acked = min((c.acked for c in self.log.edges.values()), default=FOREVER)
-        snap = self.snapshots.usable(acked)
+        snap = self.snapshots.usable(self.log.needed_from() - 1)
         if snap is None:
             return None
         edge_cut = self.inputs.edge_cut(snap.low)

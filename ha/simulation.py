@@ -99,6 +99,7 @@ class Simulation:
         self.links: dict[tuple[str, str], deque[Message]] = {}
         self.nodes: dict[str, SimNode] = {}
         self.errors: list[str] = []
+        self.shipped: dict[tuple[str, str], int] = {}  # rows sent per (edge, channel)
         self.events: list[tuple[int, str]] = []
         self.step_no = 0
         self.spares = list(spares or [])
@@ -232,6 +233,8 @@ class Simulation:
         message = self._msg("batch", node, edge_id, channel, first_seq=first, rows=rows)
         message.watermark, message.eos = watermark, eos
         self._send(name, stream.target, message)
+        key = (edge_id, channel)
+        self.shipped[key] = self.shipped.get(key, 0) + len(rows)
         stream.sent = max(stream.sent, last)
 
     def _msg(self, kind: str, node: SimNode, edge: str, channel: str, **kw: Any) -> Message:
@@ -308,14 +311,17 @@ class Simulation:
     def _on_point(self, node: SimNode, m: Message) -> None:
         if node.views.stale(self._producer_stage(m.edge), m.epoch):
             return
-        if node.replica is not None and m.point is not None and m.edge in node.replica.inputs.by_name:
-            if node.replica.receive_point(m.edge, m.point):
-                self._log(f"{node.name} resynchronised at position {m.point.position}")
-                for edge_id in node.replica.rewind:
-                    for other in self.nodes.values():
-                        for key in [k for k in other.streams if k[0] == edge_id]:
-                            del other.streams[key]
-                node.replica.rewind = set()
+        replica = node.replica
+        if replica is None or m.point is None or m.edge not in replica.inputs.by_name:
+            return
+        if replica.receive_point(m.edge, m.point):
+            self._log(f"{node.name} resynchronised at position {m.point.position}")
+            # Producers of the other input edges start again from the cut.
+            for edge_id in replica.rewind:
+                for other in self.nodes.values():
+                    for key in [k for k in other.streams if k[0] == edge_id]:
+                        del other.streams[key]
+            replica.rewind = set()
 
     def _on_feedback(self, node: SimNode, m: Message) -> None:
         if node.views.stale(m.edge.split("->")[1], m.epoch):
@@ -333,10 +339,10 @@ class Simulation:
     def _apply_view(self, node: SimNode, view: StageView) -> None:
         if not node.views.apply(view):
             return
-        if node.stage is not None and node.stage.name == view.stage and node.replica is not None:
-            if view.role_of(node.name) == "none":
-                node.replica.fence()
-                self._log(f"{node.name} fenced (stage {view.stage} epoch {view.epoch})")
+        mine = node.stage is not None and node.stage.name == view.stage
+        if mine and node.replica is not None and view.role_of(node.name) == "none":
+            node.replica.fence()
+            self._log(f"{node.name} fenced (stage {view.stage} epoch {view.epoch})")
         if view.secondary == node.name and node.replica is None and node.stage is None:
             stage = self.topology.stages[view.stage]
             node.stage = stage
