@@ -16,6 +16,8 @@ import pytest
 
 from ha.replica import Mode
 from ha.resync import ResyncPoint
+from node.engine.elements import Element
+from semiactive.topology import Stage
 from tests.unit.ha_harness import build_topology, feed, replica, source_rows
 
 STAGES = {
@@ -26,20 +28,24 @@ STAGES = {
     "group by over rows": "ISTREAM(SELECT val % 4 AS k, MIN(val) AS lo FROM s0 [Rows 15] GROUP BY val % 4)",
     "partition window": "ISTREAM(SELECT val % 5 AS k, val FROM s0 [Partition By id Rows 1])",
     "distinct": "DSTREAM(SELECT DISTINCT val % 7 AS k FROM s0 [Rows 9])",
-    "self join": "ISTREAM(SELECT a.id, b.val FROM s0 [Rows 6] AS a, s0 [Now] AS b WHERE a.val % 10 = b.val % 10)",
+    "self join": (
+        "ISTREAM(SELECT a.id, b.val FROM s0 [Rows 6] AS a, s0 [Now] AS b WHERE a.val % 10 = b.val % 10)"
+    ),
     "now window": "ISTREAM(SELECT val / 100 AS bucket FROM s0 [Now])",
-    "nested aggregate": "ISTREAM(SELECT MAX(s) AS m FROM (ISTREAM(SELECT SUM(val) AS s FROM s0 [Rows 4])) [Rows 3] AS x)",
+    "nested aggregate": (
+        "ISTREAM(SELECT MAX(s) AS m FROM (ISTREAM(SELECT SUM(val) AS s FROM s0 [Rows 4])) [Rows 3] AS x)"
+    ),
 }
 
 
-def _check(stage, inputs: dict[str, list], seed: int) -> int:
+def _check(stage: Stage, inputs: dict[str, list[Element]], seed: int) -> int:
     rnd = random.Random(seed)
     end = max(r[0] for rows in inputs.values() for r in rows) + 5
     primary = replica(stage)
     points: list[ResyncPoint] = []
     out_edge = stage.outputs[0].id
     expected: list[tuple[object, ...]] = []
-    for chunk_end in sorted(rnd.sample(range(1, end), 6)) + [end]:
+    for chunk_end in [*sorted(rnd.sample(range(1, end), 6)), end]:
         part = {
             e: [r for r in rows if r[0] <= chunk_end and r[1] >= primary.inputs.by_name[e].next_seq]
             for e, rows in inputs.items()
@@ -120,7 +126,8 @@ def test_two_input_stage_translates_the_cut_to_each_edge(tmp_path: Path) -> None
     topo = build_topology(
         tmp_path,
         [
-            "REGISTER QUERY s1 AS ISTREAM(SELECT s0.id, t0.val FROM s0 [Rows 5], t0 [Range 3] WHERE s0.val % 7 = t0.val % 7)"
+            "REGISTER QUERY s1 AS ISTREAM(SELECT s0.id, t0.val FROM s0 [Rows 5], t0 [Range 3] "
+            "WHERE s0.val % 7 = t0.val % 7)"
         ],
         second_source=True,
     )

@@ -4,7 +4,6 @@ output (no loss, no duplicate, same order)."""
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
