@@ -90,6 +90,18 @@ class OutputLog:
             return []
         return self._items[first - self._base : last - self._base + 1]
 
+    def reset(self, out_seq: int) -> None:
+        """Start over after ``out_seq`` (a replica rebuilt from a resync
+        point continues its primary's numbering): drop every row, keep the
+        consumers' cursors."""
+        self._items = []
+        self._base = out_seq + 1
+        self.head = out_seq
+        self.end_of_stream = False
+        for cursors in self.edges.values():
+            cursors.cut = max(cursors.cut, out_seq + 1)
+            cursors.backed_up = max(cursors.backed_up, out_seq)
+
     # -- consumer edges --------------------------------------------------------
 
     def add_edge(self, edge: str, batch_size: int = UNBOUNDED, cut: int | None = None) -> EdgeCursors:

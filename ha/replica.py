@@ -68,21 +68,19 @@ class StageReplica:
         self.warmup: ResyncPoint | None = None
         self.resyncs = 0
         self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
-        self.finished = False
-        self._build(out_seq=0)
+        self.log = OutputLog(self.capacity)
+        for edge in stage.outputs:
+            self.log.add_edge(edge.id, self.consumer_batch.get(edge.id, UNBOUNDED))
+        self._build()
 
-    def _build(self, out_seq: int, cuts: Mapping[str, int] | None = None) -> None:
+    def _build(self) -> None:
+        """Fresh input and operator sections (and snapshots)."""
         stage = self.stage
         assert stage.program is not None and stage.output is not None and stage.config is not None
         edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
         self.inputs = InputSection(edges, exact=True)
         self.operator = OperatorSection(stage.program, stage.output, stage.config.cost_ms, lineage=True)
-        self.log = OutputLog(self.capacity, first_seq=out_seq + 1)
-        for edge in stage.outputs:
-            cut = (cuts or {}).get(edge.id, out_seq + 1)
-            self.log.add_edge(edge.id, self.consumer_batch.get(edge.id, UNBOUNDED), cut=max(cut, out_seq + 1))
         self.snapshots = SnapshotLog()
-        self.finished = False
 
     # -- input ------------------------------------------------------------------------
 
@@ -105,13 +103,8 @@ class StageReplica:
         return True
 
     def resync(self, point: ResyncPoint) -> None:
-        consumer_cuts = {e: c.cut for e, c in self.log.edges.items()}
-        acked = {e: (c.acked, c.point) for e, c in self.log.edges.items()}
-        self._build(point.out_seq, consumer_cuts)
-        for edge, (seq, consumer_point) in acked.items():
-            cursors = self.log.edges[edge]
-            cursors.acked = seq
-            cursors.point = consumer_point
+        self._build()
+        self.log.reset(point.out_seq)
         self.inputs.restart(point.cut_position, point.edge_cut)
         # Other input edges may already have delivered rows past their cut:
         # their producers must start again from the cut.
@@ -202,7 +195,6 @@ class StageReplica:
             out_seq=snap.out_seq,
             cut_position=snap.low,
             edge_cut=edge_cut,
-            edge_position={},
             counters=snap.counters,
             time=snap.time,
         )
@@ -220,8 +212,3 @@ class StageReplica:
 
     def fence(self) -> None:
         self.mode = Mode.FENCED
-
-    def recovery_target(self, consumer_positions: Mapping[str, int]) -> int:
-        """The output seq the old primary had reached as far as the consumers
-        know (definition 2: recovery ends when this replica reaches it)."""
-        return max(consumer_positions.values(), default=self.log.head)

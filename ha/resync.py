@@ -28,7 +28,6 @@ class ResyncPoint:
     out_seq: int  # output seq reached after processing up to position
     cut_position: int  # oldest stage-local input position still needed
     edge_cut: dict[str, int] = field(default_factory=dict)  # per input edge: first seq needed
-    edge_position: dict[str, int] = field(default_factory=dict)  # per input edge: last seq <= position
     counters: tuple[tuple[int, ...], ...] = ()
     time: int = 0  # engine time (instant) of the snapshot
 

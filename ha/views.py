@@ -54,13 +54,22 @@ class ViewTable:
         return iter(self._views.values())
 
     def apply(self, view: StageView) -> bool:
-        """Adopt ``view`` if it is newer; return whether anything changed."""
+        """Adopt ``view`` if it is newer (epoch first, then version); return
+        whether anything changed."""
         current = self._views.get(view.stage)
-        if current is not None and (view.version, view.epoch) <= (current.version, current.epoch):
-            return False
-        if current is not None and view.epoch < current.epoch:
+        if current is not None and (view.epoch, view.version) <= (current.epoch, current.version):
             return False
         self._views[view.stage] = view
+        return True
+
+    def witness(self, stage: str, epoch: int, primary: str) -> bool:
+        """A producer stamped ``epoch``: if that is newer than the view we
+        hold, its sender took over; adopt that until the full view arrives
+        (which has a higher version)."""
+        current = self._views.get(stage)
+        if current is None or epoch <= current.epoch:
+            return False
+        self._views[stage] = StageView(stage, epoch, current.version, primary, None)
         return True
 
     def stale(self, stage: str, epoch: int) -> bool:

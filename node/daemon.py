@@ -1,10 +1,15 @@
 """The node daemon: one process serving one role of the topology.
 
-It owns the gRPC server (data plane, control plane, ingest), composes the
-sections of its role, and runs until told to stop. A startup problem (port
-taken, unknown node) raises :class:`StartupError`; a peer never reached
-raises :class:`~node.transport.PeerUnreachable`; both end the process with a
-one-line message and a non-zero exit code.
+It owns the gRPC server (data plane, control plane, ingest) and the views
+(who serves which stage). Its role is what the views say: the source or
+sink it was configured as, or a replica of a stage, primary or secondary,
+or a spare waiting to be assigned. A replaced primary is fenced and becomes
+a spare; a spare named secondary of a stage becomes that stage's replica and
+bootstraps from its producers' retained logs.
+
+A startup problem (port taken, unknown node) raises :class:`StartupError`;
+a peer never reached raises :class:`~node.transport.PeerUnreachable`; both
+end the process with a one-line message and a non-zero exit code.
 """
 
 from __future__ import annotations
@@ -14,23 +19,28 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import grpc
 
+from ha.output_log import OutputLog
+from ha.replica import Mode
+from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
 from node.codec import RowCodec
+from node.events import EventLog
+from node.messages import point_from_pb, point_to_pb, view_from_pb, view_to_pb
 from node.metrics import NodeMetrics
-from node.roles.inbound import InboundEdgeSession
+from node.outbound import Outbound
+from node.peers import Peers
+from node.roles.inbound import InboundEdgeSession, Receiver
+from node.roles.replica import ReplicaRole
 from node.roles.sink import SinkRole
 from node.roles.source import SourceRole
-from node.roles.stage import StageRole
-from node.sections.input import EdgeInput, InputSection
-from node.sections.operator import OperatorSection
-from node.sections.output import OutputSection
+from node.sections.input import EdgeInput
 from node.sources import SourceDataError
-from node.transport import GRPC_OPTIONS, DataPlaneServer, EdgeSender, Rejected
-from semiactive.topology import Topology
+from node.transport import GRPC_OPTIONS, DataPlaneServer, Rejected
+from semiactive.topology import Stage, Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
@@ -53,6 +63,7 @@ class NodeDaemon:
         metrics_port: int | None = None,
         run_dir: Path | None = None,
         start_now: bool = False,
+        spare: bool = False,
     ) -> None:
         if name not in topology.nodes:
             raise StartupError(
@@ -60,7 +71,7 @@ class NodeDaemon:
             )
         self.topology = topology
         self.name = name
-        self.info = topology.nodes[name]
+        self.role = "spare" if spare else topology.nodes[name].role
         self.addresses = dict(addresses)
         self.listen = self.addresses[name]
         self.metrics_port = metrics_port
@@ -69,86 +80,167 @@ class NodeDaemon:
         self.started_at = time.monotonic()
         self.exit = asyncio.Event()
         self.drain_then_exit = False
+        self.views = initial_views(topology)
+        self.peers = Peers(self.addresses)
+        self.events = EventLog(name, run_dir)
+        stage = None if spare else topology.stage_of(name)
+        self.stage: Stage | None = stage
+        self.metrics = NodeMetrics(name, stage.name if stage else "", self.role)
         self.sessions: dict[str, InboundEdgeSession] = {}
-        self.output: OutputSection | None = None
         self.source: SourceRole | None = None
-        self.stage_role: StageRole | None = None
+        self.source_outbound: Outbound | None = None
         self.sink: SinkRole | None = None
-        self.inputs: InputSection | None = None
-        stage = topology.stage_of(name)
-        self.stage = stage
-        self.metrics = NodeMetrics(name, stage.name if stage else "", self.info.role)
-        cfg = topology.config
-        if self.info.role == "source":
+        self.replica: ReplicaRole | None = None
+        if self.role == "source":
             assert stage is not None and stage.source is not None and stage.schema is not None
-            self.output = OutputSection(name, stage, topology, self.addresses, self.metrics)
-            self.source = SourceRole(name, stage.source, stage.schema, self.output, run_dir)
-        elif self.info.role == "primary":
-            assert stage is not None and stage.program is not None and stage.output is not None
-            edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
-            self.inputs = InputSection(edges)
-            self.output = OutputSection(name, stage, topology, self.addresses, self.metrics)
-            assert stage.config is not None
-            operator = OperatorSection(stage.program, stage.output, stage.config.cost_ms)
-            self.stage_role = StageRole(self.inputs, operator, self.output, cfg.queue_rows)
-            for edge in edges:
-                self.sessions[edge.edge] = InboundEdgeSession(edge, self.metrics, self.stage_role.on_rows)
-        elif self.info.role == "sink":
+            out = OutputLog(topology.config.queue_rows)
+            for edge_id, size in consumer_batch_sizes(topology, stage).items():
+                out.add_edge(edge_id, size)
+            self.source_outbound = Outbound(
+                name,
+                stage,
+                topology,
+                self.addresses,
+                out,
+                self.views,
+                self.metrics,
+                epoch=lambda: 0,
+                on_refused=lambda sender, details: None,
+            )
+            self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
+        elif self.role in ("primary", "secondary"):
+            assert stage is not None
+            self._become_replica(stage, Mode.PRIMARY if self.role == "primary" else Mode.SECONDARY)
+        elif self.role == "sink":
             assert stage is not None
             e = stage.inputs[0]
-            edge = EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind))
-            self.inputs = InputSection([edge])
-            self.sink = SinkRole(name, edge, self.metrics, run_dir)
-            self.sessions[edge.edge] = InboundEdgeSession(edge, self.metrics, self.sink.on_rows)
-        else:
-            raise StartupError(
-                f"node {name} is a {self.info.role}; high availability roles arrive with the HA protocol"
+            self.sink = SinkRole(
+                name, EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)), self.metrics, run_dir
             )
+            self._open_inputs(stage, self.sink)
 
-    # -- data plane ---------------------------------------------------------------
+    # -- roles -------------------------------------------------------------------------------
+
+    def _open_inputs(self, stage: Stage, receiver: Receiver) -> None:
+        self.sessions = {
+            e.id: InboundEdgeSession(e, self.views, receiver, self.metrics, self._rewind)
+            for e in stage.inputs
+        }
+
+    def _become_replica(self, stage: Stage, mode: Mode) -> ReplicaRole:
+        role = ReplicaRole(
+            self.name, stage, self.topology, self.views, self.peers, self.metrics, self.events, mode
+        )
+        self.replica = role
+        self.stage = stage
+        self.role = mode.value
+        self._open_inputs(stage, role)
+        role.sessions = self.sessions
+        return role
+
+    def _rewind(self, edges: set[str]) -> None:
+        for edge in edges:
+            session = self.sessions.get(edge)
+            if session is not None:
+                session.rewind()
+
+    def apply_view(self, message: cpb.StageView) -> bool:
+        view = view_from_pb(message)
+        if not self.views.apply(view):
+            return False
+        for session in self.sessions.values():
+            session.fence_stale()
+        if self.source_outbound is not None:
+            self.source_outbound.reconcile()
+        if self.replica is not None:
+            self.replica.on_view_change()
+            if self.replica.mode is Mode.FENCED:
+                self._become_spare()
+        if self.replica is None and self.role == "spare" and view.secondary == self.name:
+            stage = self.topology.stages[view.stage]
+            self.events.emit("assigned", stage=stage.name, role="secondary", version=view.version)
+            self._become_replica(stage, Mode.SECONDARY).start()
+        return True
+
+    def _become_spare(self) -> None:
+        assert self.replica is not None
+        self.replica.stop()
+        for session in self.sessions.values():
+            for stream in list(session.streams):
+                stream.close(grpc.StatusCode.UNAVAILABLE, f"{self.name} no longer serves this edge")
+        self.replica = None
+        self.sessions = {}
+        self.stage = None
+        self.role = "spare"
+
+    # -- data plane ---------------------------------------------------------------------------
 
     def accept(self, hello: pb.Hello, peer: str) -> InboundEdgeSession:
         session = self.sessions.get(hello.edge)
         if session is None:
-            raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"{self.name} has no input edge {hello.edge!r}")
-        expected = session.edge.codec.fingerprint()
-        if hello.layout != expected:
-            raise Rejected(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"edge {hello.edge}: row layout {hello.layout!r} does not match {expected!r}",
-            )
+            known = any(hello.edge == e.id for e in self.topology.edges)
+            code = grpc.StatusCode.UNAVAILABLE if known else grpc.StatusCode.INVALID_ARGUMENT
+            raise Rejected(code, f"{self.name} has no input edge {hello.edge!r} ({self.role})")
+        session.check(hello)
         return session
 
-    async def _ack_loop(self) -> None:
+    async def on_ack(self, notice: pb.AckNotice) -> None:
+        if self.replica is not None:
+            point = point_from_pb(notice.point) if notice.HasField("point") else None
+            self.replica.on_notice(notice, point)
+
+    async def _sink_acks(self) -> None:
+        assert self.sink is not None and self.stage is not None
         interval = self.topology.config.ack_interval_ms / 1000
+        edge = self.stage.inputs[0]
         while True:
             await asyncio.sleep(interval)
-            for session in self.sessions.values():
-                session.ack()
+            point = self.sink.level1()
+            seq = self.sink.edge.last_seq
+            session = self.sessions[edge.id]
+            session.ack(seq, point, 0)
+            secondary = producer_secondary(self.views, edge)
+            if secondary is not None:
+                notice = pb.AckNotice(
+                    edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point_to_pb(point)
+                )
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await self.peers.data(secondary).Ack(notice, timeout=1.0)
 
-    # -- control plane -------------------------------------------------------------
+    # -- control plane --------------------------------------------------------------------------
 
     def status(self) -> cpb.NodeStatus:
         st = cpb.NodeStatus(
             name=self.name,
-            role=self.info.role,
+            role=self.role,
             stage=self.stage.name if self.stage else "",
             finished=self.finished,
             uptime_s=time.monotonic() - self.started_at,
-            state="running",
+            state=self.role,
         )
+        st.views.extend(view_to_pb(v) for v in self.views)
+        if self.stage is not None:
+            st.epoch = self.views[self.stage.name].epoch
         for session in self.sessions.values():
-            e = session.edge
-            st.inputs.add(edge=e.edge, seq=e.last_seq, watermark=e.watermark, end_of_stream=e.end_of_stream)
-            st.tuples_in += e.received
-        if self.output is not None:
-            out = self.output.log
-            for sender in self.output.senders:
+            receiver = session.receiver
+            edge_id = session.edge.id
+            seq = receiver.next_seq(edge_id) - 1
+            st.inputs.add(edge=edge_id, seq=seq)
+            st.tuples_in += seq
+        out: OutputLog | None = None
+        if self.replica is not None:
+            out = self.replica.replica.log
+            st.resyncs = self.replica.replica.resyncs
+            if self.replica.replica.warming_up:
+                st.state = "warming-up"
+        elif self.source is not None:
+            out = self.source.log
+        if out is not None:
+            for edge, cursors in out.edges.items():
                 st.outputs.add(
-                    edge=sender.edge,
-                    peer=sender.target,
+                    edge=edge,
                     seq=out.head,
-                    acked=sender.acked,
+                    acked=cursors.acked,
                     watermark=out.watermark,
                     end_of_stream=out.end_of_stream,
                     retained=out.retained,
@@ -160,7 +252,11 @@ class NodeDaemon:
     def finished(self) -> bool:
         if self.sink is not None:
             return self.sink.finished
-        return self.output is not None and self.output.done
+        if self.source_outbound is not None:
+            return self.source_outbound.done
+        if self.replica is not None and self.replica.mode is Mode.PRIMARY:
+            return self.replica.outbound.done
+        return False
 
     def start(self, t0: float) -> None:
         if self.source is not None:
@@ -175,14 +271,14 @@ class NodeDaemon:
             self.exit.set()
         elif exit_:
             self.drain_then_exit = True
-            if self.finished:
+            if self.finished or self.role in ("spare", "secondary"):
                 self.exit.set()
 
-    # -- lifecycle -------------------------------------------------------------------
+    # -- lifecycle -------------------------------------------------------------------------------
 
     async def serve(self) -> int:
         server = grpc.aio.server(options=GRPC_OPTIONS)
-        pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(self.accept), server)
+        pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(self.accept, self.on_ack), server)
         cpb_grpc.add_ControlServicer_to_server(ControlServicer(self), server)
         if self.source is not None and self.source.config.kind == "ingest":
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
@@ -201,34 +297,26 @@ class NodeDaemon:
                 raise StartupError(
                     f"cannot serve metrics on port {self.metrics_port}: {exc.strerror}"
                 ) from None
-        log.info("%s (%s) listening on %s", self.name, self.info.role, self.listen)
-        tasks = [asyncio.create_task(self._ack_loop(), name="acks")]
-        senders: list[EdgeSender] = self.output.senders if self.output is not None else []
-        tasks += [asyncio.create_task(s.run(), name=f"send {s.edge}") for s in senders]
+        log.info("%s (%s) listening on %s", self.name, self.role, self.listen)
+        tasks = [asyncio.create_task(self._watch(), name="watch")]
         if self.source is not None:
+            assert self.source_outbound is not None
+            self.source_outbound.reconcile()
             tasks.append(asyncio.create_task(self.source.run(), name="source"))
-        if self.stage_role is not None:
-            tasks.append(asyncio.create_task(self.stage_role.run(), name="operator"))
-        tasks.append(asyncio.create_task(self._watch_finish(), name="finish"))
+        if self.sink is not None:
+            tasks.append(asyncio.create_task(self._sink_acks(), name="acks"))
+        if self.replica is not None:
+            self.replica.start()
         if self.start_now:
             self.start(time.time())
-        exit_waiter = asyncio.create_task(self.exit.wait())
         code = 0
         try:
-            while not exit_waiter.done():
-                done, _ = await asyncio.wait([exit_waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if task is exit_waiter:
-                        continue
-                    tasks.remove(task)  # type: ignore[arg-type]
-                    error = task.exception()
-                    if error is not None:
-                        log.error("%s: %s", self.name, error)
-                        code = 1
-                        self.exit.set()
+            code = await self._until_exit(tasks)
         finally:
-            for s in senders:
-                s.stop()
+            if self.replica is not None:
+                self.replica.stop()
+            if self.source_outbound is not None:
+                self.source_outbound.stop()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -236,12 +324,38 @@ class NodeDaemon:
                     await task
             if self.sink is not None:
                 self.sink.close()
+            self._write_summary()
+            await self.peers.close()
             await server.stop(0.5)
         if self.source is not None and self.source.error:
             code = 1
         return code
 
-    async def _watch_finish(self) -> None:
+    async def _until_exit(self, tasks: list[asyncio.Task[None]]) -> int:
+        exit_waiter = asyncio.create_task(self.exit.wait())
+        while not exit_waiter.done():
+            failures = [
+                o.failures for o in (self.source_outbound, self.replica and self.replica.outbound) if o
+            ]
+            getters = [asyncio.create_task(q.get()) for q in failures]
+            done, _ = await asyncio.wait([exit_waiter, *tasks, *getters], return_when=asyncio.FIRST_COMPLETED)
+            for getter in getters:
+                if getter in done:
+                    log.error("%s: %s", self.name, getter.result())
+                    return 1
+                getter.cancel()
+            for task in done:
+                if task is exit_waiter or task in getters:
+                    continue
+                tasks.remove(task)  # type: ignore[arg-type]
+                error = task.exception()
+                if error is not None:
+                    log.error("%s: %s", self.name, error)
+                    return 1
+        return 0
+
+    async def _watch(self) -> None:
+        """Report finishing once; exit when asked to once drained."""
         reported = False
         while True:
             await asyncio.sleep(0.05)
@@ -249,21 +363,27 @@ class NodeDaemon:
                 reported = True
                 log.info("%s finished: end of stream delivered", self.name)
                 self._write_summary()
-            if self.finished and self.drain_then_exit:
+            if self.drain_then_exit and (self.finished or self.role in ("spare", "secondary", "fenced")):
                 self.exit.set()
 
     def _write_summary(self) -> None:
         if self.run_dir is None:
             return
         (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+        outbound = self.source_outbound or (self.replica.outbound if self.replica else None)
         summary = {
             "node": self.name,
-            "role": self.info.role,
-            "tuples_in": sum(s.edge.received for s in self.sessions.values()),
-            "tuples_out": self.output.log.head if self.output else 0,
-            "bytes_sent": self.output.bytes_sent() if self.output else 0,
+            "role": self.role,
+            "stage": self.stage.name if self.stage else None,
+            "tuples_in": sum(s.receiver.next_seq(s.edge.id) - 1 for s in self.sessions.values()),
+            "tuples_out": outbound.log.head if outbound else 0,
+            "bytes": [
+                {"edge": edge, "channel": channel, "bytes": size}
+                for (edge, channel), size in (outbound.bytes_sent.items() if outbound else [])
+            ],
         }
-        (self.run_dir / "telemetry" / f"{self.name}.summary.json").write_text(json.dumps(summary))
+        path = self.run_dir / "telemetry" / f"{self.name}.summary.json"
+        path.write_text(json.dumps(summary))
 
 
 class ControlServicer(cpb_grpc.ControlServicer):
@@ -281,6 +401,18 @@ class ControlServicer(cpb_grpc.ControlServicer):
         self.node.stop(request.exit, request.now)
         return pb.Empty()
 
+    async def UpdateView(self, request: cpb.StageView, context: object) -> pb.Empty:
+        self.node.apply_view(request)
+        return pb.Empty()
+
+    async def Heartbeat(
+        self, request_iterator: AsyncIterator[cpb.Ping], context: object
+    ) -> AsyncIterator[cpb.Pong]:
+        node = self.node
+        async for ping in request_iterator:
+            epoch = node.views[node.stage.name].epoch if node.stage is not None else 0
+            yield cpb.Pong(n=ping.n, epoch=epoch)
+
 
 class IngestServicer(pb_grpc.IngestServicer):
     def __init__(self, source: SourceRole) -> None:
@@ -294,8 +426,8 @@ class IngestServicer(pb_grpc.IngestServicer):
             try:
                 rows = [json.loads(r) for r in batch.rows]
                 watermark = batch.watermark if batch.HasField("watermark") else None
-                await self.source.output.wait_room()
+                await self.source.outbound.wait_room()
                 accepted += self.source.ingest(rows, watermark, batch.end_of_stream)
             except (json.JSONDecodeError, SourceDataError, AttributeError) as exc:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad ingest batch: {exc}")
-        return pb.IngestReply(accepted=accepted, last_seq=self.source.output.log.head)
+        return pb.IngestReply(accepted=accepted, last_seq=self.source.log.head)

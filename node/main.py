@@ -44,7 +44,13 @@ def addresses_from(
 
 
 def run_node(
-    config: str, name: str, endpoints: Path | None, run_dir: Path | None, start_now: bool, level: str
+    config: str,
+    name: str,
+    endpoints: Path | None,
+    run_dir: Path | None,
+    start_now: bool,
+    level: str,
+    spare: bool = False,
 ) -> int:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -61,7 +67,13 @@ def run_node(
 
     try:
         daemon = NodeDaemon(
-            topology, name, addresses, metrics_port=metrics.get(name), run_dir=run_dir, start_now=start_now
+            topology,
+            name,
+            addresses,
+            metrics_port=metrics.get(name),
+            run_dir=run_dir,
+            start_now=start_now,
+            spare=spare,
         )
     except StartupError as exc:
         raise ConfigError(str(exc), config) from None

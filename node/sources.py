@@ -134,18 +134,27 @@ class SyntheticSource:
         return max(0, self.schedule.count_until(elapsed_ms) - self.index)
 
 
-def convert(value: str, column: plan.Column, where: str) -> Any:
+def convert(value: str | None, column: plan.Column, where: str) -> Any:
+    if value is None:
+        raise SourceDataError(f"{where}: column {column.name}: no value (NULL is not an input value)")
     name = column.type.name
     try:
         if name is plan.TypeName.INTEGER:
             return int(value)
         if name is plan.TypeName.FLOAT:
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValueError(value)
+            return number
     except ValueError:
         raise SourceDataError(f"{where}: column {column.name}: {value!r} is not {column.type}") from None
     text = str(value)
-    limit = 1 if name is plan.TypeName.BYTE else column.type.length
-    if len(text.encode()) > limit:
+    if name is plan.TypeName.BYTE:
+        # One byte on the wire (latin-1): exactly one character.
+        if len(text) != 1 or ord(text) > 0xFF:
+            raise SourceDataError(f"{where}: column {column.name}: {text!r} is not one byte")
+        return text
+    if len(text.encode()) > column.type.length:
         raise SourceDataError(f"{where}: column {column.name}: {text!r} is longer than {column.type}")
     return text
 
@@ -167,7 +176,7 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
                 (n, _json_line(path, n, line)) for n, line in enumerate(handle, start=1) if line.strip()
             )
         else:
-            reader = csv.DictReader(handle)
+            reader = csv.DictReader(handle, restkey=_EXTRA)
             header = reader.fieldnames or []
             missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
             if missing:
@@ -176,6 +185,8 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
         last_ts: int | None = None
         for seq, (line, record) in enumerate(records, start=1):
             where = f"{path}:{line}"
+            if _EXTRA in record:
+                raise SourceDataError(f"{where}: more fields than the header has ({len(header)})")
             try:
                 ts = int(record["ts"])
             except (KeyError, TypeError, ValueError):
@@ -196,6 +207,9 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
             yield (ts, seq, sign, *values)
 
 
+_EXTRA = "\0extra"  # DictReader's key for the fields of a row longer than the header
+
+
 def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
     try:
         value = json.loads(line)
@@ -203,4 +217,6 @@ def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
         raise SourceDataError(f"{path}:{n}: not JSON: {exc.msg}") from None
     if not isinstance(value, dict):
         raise SourceDataError(f"{path}:{n}: expected a JSON object")
-    return {k: (str(v) if not isinstance(v, int | float) else v) for k, v in value.items()}
+    # Values as the text convert() parses, so that 1.5 or true is no integer
+    # and null stays missing; strings as they are.
+    return {k: v if v is None or isinstance(v, str) else json.dumps(v) for k, v in value.items()}

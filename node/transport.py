@@ -23,7 +23,9 @@ from typing import Protocol
 import grpc
 
 from ha.output_log import OutputLog
+from ha.resync import ResyncPoint
 from node.codec import CodecError, RowCodec
+from node.messages import point_to_pb
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 
@@ -79,17 +81,32 @@ class FeedbackChannel:
             await self._task
 
 
+class InboundStream:
+    """One accepted Push stream: its hello, its feedback writer, and a way
+    for the node to close it from elsewhere (a newer epoch fences it; a
+    resync asks its producer to start again from the receiver's position)."""
+
+    def __init__(self, hello: pb.Hello, feedback: FeedbackChannel) -> None:
+        self.hello = hello
+        self.feedback = feedback
+        self.closing: asyncio.Future[tuple[grpc.StatusCode, str]] = asyncio.get_running_loop().create_future()
+
+    def close(self, code: grpc.StatusCode, message: str) -> None:
+        if not self.closing.done():
+            self.closing.set_result((code, message))
+
+
 class InboundEdge(Protocol):
     """What a role provides for each accepted Push stream."""
 
     @property
     def next_seq(self) -> int: ...
 
-    async def on_frame(self, frame: pb.Frame) -> None: ...
+    async def on_frame(self, frame: pb.Frame, stream: InboundStream) -> None: ...
 
-    def attach(self, feedback: FeedbackChannel) -> None: ...
+    def attach(self, stream: InboundStream) -> None: ...
 
-    def detach(self, feedback: FeedbackChannel) -> None: ...
+    def detach(self, stream: InboundStream) -> None: ...
 
 
 Acceptor = Callable[[pb.Hello, str], "InboundEdge"]
@@ -109,27 +126,35 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
             return
         if first.WhichOneof("body") != "hello":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first frame of a Push must be a hello")
+        hello = first.hello
         try:
-            edge = self._accept(first.hello, context.peer())
+            edge = self._accept(hello, context.peer())
         except Rejected as exc:
-            log.warning("refused %s from %s: %s", first.hello.edge, first.hello.sender, exc.message)
+            log.info("refused %s from %s: %s", hello.edge, hello.sender, exc.message)
             await context.abort(exc.code, exc.message)
         feedback = FeedbackChannel(context)
+        stream = InboundStream(hello, feedback)
         feedback.send(pb.Feedback(welcome=pb.Welcome(next_seq=edge.next_seq)))
-        edge.attach(feedback)
+        edge.attach(stream)
         try:
             while True:
-                frame = await context.read()
+                read = asyncio.ensure_future(context.read())
+                await asyncio.wait([read, stream.closing], return_when=asyncio.FIRST_COMPLETED)
+                if stream.closing.done():
+                    read.cancel()
+                    code, message = stream.closing.result()
+                    await context.abort(code, message)
+                frame = read.result()
                 if frame is grpc.aio.EOF:
                     return
-                await edge.on_frame(frame)
+                await edge.on_frame(frame, stream)
         except Rejected as exc:
             await context.abort(exc.code, exc.message)
         except CodecError as exc:
-            log.warning("bad frame on %s from %s: %s", first.hello.edge, first.hello.sender, exc)
+            log.warning("bad frame on %s from %s: %s", hello.edge, hello.sender, exc)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad frame: {exc}")
         finally:
-            edge.detach(feedback)
+            edge.detach(stream)
             await feedback.close()
 
     async def Ack(
@@ -143,6 +168,7 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
 
 
 FeedbackHandler = Callable[["EdgeSender", pb.Feedback], None]
+RefusalHandler = Callable[["EdgeSender", str], None]
 
 
 class PeerUnreachable(RuntimeError):
@@ -152,11 +178,19 @@ class PeerUnreachable(RuntimeError):
 class EdgeSender:
     """Streams the rows of one output log to one downstream replica.
 
-    Sends from the receiver's ``next_seq`` (told in its Welcome) to the log
-    head in batches of at most ``batch_rows``; waits up to ``linger`` for a
-    batch to fill; sends watermark-only batches when time advances without
-    rows. Reconnects with backoff; a peer never reached within
-    ``connect_timeout`` raises :class:`PeerUnreachable`.
+    On connecting, the receiver says which seq it wants (Welcome); the log
+    says where to start (:meth:`~ha.output_log.OutputLog.start_for`): there,
+    or at its cut after a resync point when it no longer has those rows. The
+    same happens mid-stream when a Level-1 cut passes what was sent (SAS
+    dropping unsent backup rows). Rows go in batches of at most
+    ``batch_rows`` up to ``limit()`` (the log head for data, the shipped
+    backup position for backups), with watermark-only batches when time
+    advances without rows.
+
+    A refusal for a stale epoch (FAILED_PRECONDITION) stops the sender and
+    is reported (this node was replaced); OUT_OF_RANGE or ABORTED from the
+    receiver (a gap, a rewind) makes it reconnect at once. A peer never
+    reached within ``connect_timeout`` raises :class:`PeerUnreachable`.
     """
 
     def __init__(
@@ -171,8 +205,11 @@ class EdgeSender:
         channel: pb.Channel,
         epoch: Callable[[], int],
         on_feedback: FeedbackHandler,
+        on_refused: RefusalHandler | None = None,
+        limit: Callable[[], int] | None = None,
+        count_bytes: Callable[[int], None] | None = None,
         batch_rows: int = 1024,
-        linger: float = 0.001,
+        linger: float = 0.0,
         connect_timeout: float = 10.0,
     ) -> None:
         self.sender = sender
@@ -184,13 +221,16 @@ class EdgeSender:
         self.channel = channel
         self.epoch = epoch
         self.on_feedback = on_feedback
+        self.on_refused = on_refused
+        self.limit = limit or (lambda: log.head)
+        self.count_bytes = count_bytes
         self.batch_rows = batch_rows
         self.linger = linger
         self.connect_timeout = connect_timeout
         self.wake = asyncio.Event()
         self.sent = 0  # last seq written on the current stream
         self.acked = 0  # last seq the receiver acknowledged (Level-0)
-        self.next_from: int | None = None  # forced start (retransmission)
+        self.welcome_seq: int | None = None  # what the receiver first asked for
         self.sent_watermark = -(2**62)
         self.sent_eos = False
         self.connected = asyncio.Event()
@@ -198,10 +238,10 @@ class EdgeSender:
         self.bytes_sent = 0
         self.rows_sent = 0
         self.frames_sent = 0
+        self.points_sent = 0
         self.last_error = ""
         self._stopped = False
-        self.refused: Rejected | None = None
-        self.before_batch: Callable[[EdgeSender], list[pb.Frame]] | None = None
+        self.refused = False
 
     @property
     def done(self) -> bool:
@@ -214,18 +254,27 @@ class EdgeSender:
 
     async def run(self) -> None:
         started = time.monotonic()
-        backoff = 0.05
+        backoff = 0.02
         while not self._stopped:
             try:
                 await self._session()
-                backoff = 0.05
+                backoff = 0.02
             except grpc.aio.AioRpcError as exc:
                 self.connected.clear()
-                self.last_error = f"{exc.code().name}: {exc.details()}"
-                if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-                    self.refused = Rejected(exc.code(), exc.details() or "")
-                    log.warning("%s refused by %s: %s", self.edge, self.target, self.last_error)
+                code = exc.code()
+                self.last_error = f"{code.name}: {exc.details()}"
+                if code is grpc.StatusCode.FAILED_PRECONDITION:
+                    self.refused = True
+                    log.warning("%s refused by %s: %s", self.edge, self.target, exc.details())
+                    if self.on_refused is not None:
+                        self.on_refused(self, exc.details() or "")
                     return
+                if code is grpc.StatusCode.INVALID_ARGUMENT:
+                    log.error("%s -> %s: %s", self.edge, self.target, self.last_error)
+                    return
+                if code in (grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.ABORTED):
+                    log.info("%s -> %s: %s; reconnecting", self.edge, self.target, exc.details())
+                    continue
                 if not self.ever_connected and time.monotonic() - started > self.connect_timeout:
                     raise PeerUnreachable(
                         f"cannot reach {self.target} at {self.address} after {self.connect_timeout:.1f} s "
@@ -235,7 +284,7 @@ class EdgeSender:
             if self._stopped:
                 return
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+            backoff = min(backoff * 2, 0.5)
 
     async def _session(self) -> None:
         async with grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS) as channel:
@@ -252,11 +301,14 @@ class EdgeSender:
             if welcome is grpc.aio.EOF:
                 await call  # raises the status
                 return
-            start = welcome.welcome.next_seq
-            if self.next_from is not None:
-                start = max(start, self.next_from)
+            wanted = welcome.welcome.next_seq
+            if self.welcome_seq is None:
+                self.welcome_seq = wanted
+            point, start = self.log.start_for(self.edge, wanted)
+            if point is not None:
+                await self._write_point(call, point)
             self.sent = start - 1
-            self.acked = max(self.acked, start - 1)
+            self.acked = max(self.acked, wanted - 1)
             self.sent_eos = False
             self.sent_watermark = -(2**62)
             self.ever_connected = True
@@ -281,20 +333,29 @@ class EdgeSender:
             self.on_feedback(self, feedback)
             self.wake.set()
 
+    async def _write_point(
+        self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback], point: ResyncPoint
+    ) -> None:
+        frame = pb.Frame(resync=point_to_pb(point))
+        await call.write(frame)
+        self.points_sent += 1
+        self._count(frame.ByteSize())
+
     async def _send(
         self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback], reader: asyncio.Task[None]
     ) -> None:
         log_ = self.log
+        cursors = log_.edges[self.edge]
         while not self._stopped:
             if reader.done():
                 reader.result()  # surface the stream's error
                 return
-            if self.before_batch is not None:
-                for frame in self.before_batch(self):
-                    await call.write(frame)
+            if self.sent + 1 < cursors.cut and cursors.point is not None:
+                # A Level-1 cut passed rows never sent on this stream: the
+                # receiver rebuilds from the cut.
+                await self._write_point(call, cursors.point)
+                self.sent = cursors.cut - 1
             if self.sent < log_.first - 1:
-                # The log no longer has what the receiver wants: data loss
-                # without HA. Skip ahead, loudly.
                 log.error(
                     "%s: %s wants seq %d but the log starts at %d; rows were lost",
                     self.edge,
@@ -303,10 +364,12 @@ class EdgeSender:
                     log_.first,
                 )
                 self.sent = log_.first - 1
-            available = log_.head - self.sent
+            limit = self.limit()
+            available = limit - self.sent
             if 0 < available < self.batch_rows and self.linger > 0 and not log_.end_of_stream:
                 await asyncio.sleep(self.linger)
-                available = log_.head - self.sent
+                limit = self.limit()
+                available = limit - self.sent
             if available > 0:
                 last = self.sent + min(available, self.batch_rows)
                 rows = log_.get(self.sent + 1, last)
@@ -318,13 +381,20 @@ class EdgeSender:
                 await self._write_batch(call, self.sent + 1, rows, watermark, eos)
                 self.sent = last
                 continue
-            if log_.watermark > self.sent_watermark or (log_.end_of_stream and not self.sent_eos):
-                await self._write_batch(call, self.sent + 1, [], log_.watermark, log_.end_of_stream)
+            watermark = log_.watermark if limit >= log_.head else self.sent_watermark
+            eos = log_.end_of_stream and limit >= log_.head
+            if watermark > self.sent_watermark or (eos and not self.sent_eos):
+                await self._write_batch(call, self.sent + 1, [], watermark, eos)
                 continue
             self.wake.clear()
             waiter = asyncio.create_task(self.wake.wait())
             await asyncio.wait([waiter, reader], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
+
+    def _count(self, size: int) -> None:
+        self.bytes_sent += size
+        if self.count_bytes is not None:
+            self.count_bytes(size)
 
     async def _write_batch(
         self,
@@ -343,6 +413,6 @@ class EdgeSender:
         await call.write(frame)
         self.sent_watermark = watermark
         self.sent_eos = eos
-        self.bytes_sent += frame.ByteSize()
+        self._count(frame.ByteSize())
         self.rows_sent += len(rows)
         self.frames_sent += 1

@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("--endpoints", type=Path, help="JSON: node name -> {host, port, metrics_port}")
     node.add_argument("--run-dir", type=Path)
     node.add_argument("--start-now", action="store_true", help="sources start emitting at once")
+    node.add_argument("--spare", action="store_true", help="start as a spare, whatever the config says")
     node.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
 
     query = sub.add_parser("query", help="compile or run CQL in this process")
@@ -86,7 +87,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "node":
         from node.main import run_node
 
-        return run_node(args.config, args.name, args.endpoints, args.run_dir, args.start_now, args.log_level)
+        return run_node(
+            args.config, args.name, args.endpoints, args.run_dir, args.start_now, args.log_level, args.spare
+        )
     if args.command == "query":
         from semiactive import embedded
 

@@ -99,6 +99,8 @@ class _Binder:
         for attribute in statement.attributes:
             if attribute.name in seen:
                 raise self._error(f"duplicate attribute {attribute.name!r}", attribute)
+            if attribute.name in RESERVED:
+                raise self._error(_reserved(attribute.name), attribute)
             seen.add(attribute.name)
         columns = tuple(plan.Column(a.name, a.type, statement.name) for a in statement.attributes)
         return plan.InputDecl(statement.name, statement.kind, plan.Schema(columns))
@@ -143,6 +145,10 @@ class _Binder:
             raise next(iter(errors.values()))
         if pending:
             self._undetermined(pending)
+        for name, root in roots.items():
+            clash = next((c for c in root.schema.names if c in RESERVED), None)
+            if clash is not None:
+                raise self._error(f"query {name!r}: {_reserved(clash)}", self.statements[name])
         for context in contexts.values():
             # Cannot happen without pending queries; kept as a safety net.
             assert not context.incomplete, context.incomplete
@@ -166,8 +172,7 @@ class _Binder:
         rotated = cycle[start:-1] + cycle[:start] + [first]
         flow = " -> ".join(reversed(rotated))  # data flows from a query to its readers
         raise self._error(
-            f"cannot determine the schema of query {first!r} (it depends only on itself "
-            f"through {flow})",
+            f"cannot determine the schema of query {first!r} (it depends only on itself through {flow})",
             self.statements[first],
         )
 
@@ -216,8 +221,7 @@ class _Binder:
         for node, position in ((left, "left"), (right, "right")):
             if expr.op == "EXCEPT" and node is not None and node.kind is plan.Kind.STREAM:
                 raise self._error(
-                    f"EXCEPT needs relations, but its {position} input is a stream; "
-                    "apply a window to it",
+                    f"EXCEPT needs relations, but its {position} input is a stream; apply a window to it",
                     expr,
                 )
         if left is None or right is None:
@@ -278,9 +282,7 @@ class _Binder:
             or select.having is not None
             or any(isinstance(i, ast.ExprItem) and contains_aggregate(i.expr) for i in select.items)
         )
-        stream_valued = (
-            len(items) == 1 and items[0].bare_stream and not aggregated and not select.distinct
-        )
+        stream_valued = len(items) == 1 and items[0].bare_stream and not aggregated and not select.distinct
         node: plan.PlanNode | None = None
         for item in items:
             child = item.node
@@ -324,9 +326,7 @@ class _Binder:
         if isinstance(spec, plan.PartitionWindow):
             names = {alias} | ({item.name} if isinstance(item, ast.FromName) else set())
             spec = plan.PartitionWindow(self._partition_keys(window, columns, names), spec.rows)
-        return _FromItem(
-            plan.Window(plan.Schema(columns), plan.Kind.RELATION, node, spec), columns, False
-        )
+        return _FromItem(plan.Window(plan.Schema(columns), plan.Kind.RELATION, node, spec), columns, False)
 
     def _source(self, item: ast.FromName, context: _Context) -> plan.PlanNode:
         if item.name in self.scans:
@@ -405,11 +405,7 @@ class _Binder:
                     )
                 if name in first_at:
                     first = first_at[name]
-                    also = (
-                        ""
-                        if first is where
-                        else f" (also at line {first.line}, column {first.column})"
-                    )
+                    also = "" if first is where else f" (also at line {first.line}, column {first.column})"
                     raise self._error(
                         f"duplicate output column name {name!r}{also}; give the columns "
                         "distinct names with AS",
@@ -434,9 +430,7 @@ class _Binder:
         )
         node = child
         if not identity:
-            columns = tuple(
-                plan.Column(n, e.type, s) for n, e, s in zip(names, exprs, sources, strict=True)
-            )
+            columns = tuple(plan.Column(n, e.type, s) for n, e, s in zip(names, exprs, sources, strict=True))
             node = plan.Project(plan.Schema(columns), child.kind, child, tuple(exprs))
         if select.distinct:
             node = plan.Distinct(node.schema, plan.Kind.RELATION, node)
@@ -445,10 +439,20 @@ class _Binder:
     def _need_condition(self, predicate: plan.Expr, clause: str, where: ast.Expr) -> None:
         if predicate.type != plan.BOOLEAN:
             raise self._error(
-                f"type mismatch: {clause} needs a condition, got {predicate.type} "
-                f"({ast.render(where)})",
+                f"type mismatch: {clause} needs a condition, got {predicate.type} ({ast.render(where)})",
                 where,
             )
+
+
+# The fields every row has in JSON Lines ({"seq": .., "ts": .., "op": ..}).
+RESERVED = ("ts", "seq", "op")
+
+
+def _reserved(column: str) -> str:
+    return (
+        f"column name {column!r} is reserved (every row has seq, ts and, in a relation, op); "
+        "rename it with AS"
+    )
 
 
 def _relabel(columns: tuple[plan.Column, ...], source: str) -> tuple[plan.Column, ...]:

@@ -138,9 +138,7 @@ def _describe(
     """The registered queries on a delay-free cycle, in data-flow order, from
     and back to the earliest registered one."""
     order = list(program.queries)
-    start = min(
-        (n for n in component if n in owner), key=lambda n: order.index(owner[n]), default=None
-    )
+    start = min((n for n in component if n in owner), key=lambda n: order.index(owner[n]), default=None)
     if start is None:  # pragma: no cover - every operator belongs to a query
         return []
     names: list[str] = []
@@ -173,11 +171,7 @@ def check_delays(
         everything = [n for c in strongly_connected_components(program.queries.values()) for n in c]
         candidates = [n for n in everything if not isinstance(n, plan.Delay)]
         component = next(
-            (
-                c
-                for c in strongly_connected_components(candidates, _no_delay)
-                if is_cyclic(c, _no_delay)
-            ),
+            (c for c in strongly_connected_components(candidates, _no_delay) if is_cyclic(c, _no_delay)),
             None,
         )
         if component is None:
@@ -192,10 +186,7 @@ def check_delays(
         line, column = (positions or {}).get(names[0], (1, 1)) if names else (1, 1)
         message = f"cycle without a delay operator through queries {' -> '.join(names)}; "
         if insert_delays:
-            message += (
-                "there is no ISTREAM, DSTREAM or RSTREAM on it after which a delay could be "
-                "inserted; "
-            )
+            message += "there is no ISTREAM, DSTREAM or RSTREAM on it after which a delay could be inserted; "
         message += "end a stream query on the cycle with <Now> (e.g. ISTREAM(...)<Now>)"
         raise CqlError(message, line, column, file)
 
@@ -284,8 +275,6 @@ def query_cycles(program: plan.Program, limit: int = 100) -> tuple[list[QueryCyc
             return [c for c in node.children if owner.get(c) in members]
 
         own = [n for n in owner if owner[n] in members]
-        on_cycle = [
-            n for c in strongly_connected_components(own, inside) if is_cyclic(c, inside) for n in c
-        ]
+        on_cycle = [n for c in strongly_connected_components(own, inside) if is_cyclic(c, inside) for n in c]
         cycles.append(QueryCycle(tuple(names), tuple(on_cycle)))
     return cycles, truncated

@@ -49,10 +49,7 @@ def fig7(subqueries: int = 2) -> str:
     ids with ``id % subqueries = i``."""
     parts = [
         "REGISTER STREAM input (id integer, val integer)",
-        "REGISTER QUERY uni_input\n"
-        "SELECT * FROM input[Now]\n"
-        "UNION ALL\n"
-        "SELECT * FROM all_avg_delay[Now]",
+        "REGISTER QUERY uni_input\nSELECT * FROM input[Now]\nUNION ALL\nSELECT * FROM all_avg_delay[Now]",
     ]
     for i in range(subqueries):
         parts.append(f"REGISTER QUERY avg_delay_{i}\nISTREAM(\nSELECT * FROM avg_{i})<Now>")

@@ -53,8 +53,7 @@ class Scope:
             if not candidates:
                 names = ", ".join(i.alias for i in self.items)
                 raise self._error(
-                    f"unknown stream or alias {ref.qualifier!r} in {ast.render(ref)}; "
-                    f"FROM has {names}",
+                    f"unknown stream or alias {ref.qualifier!r} in {ast.render(ref)}; FROM has {names}",
                     ref,
                 )
         else:
@@ -137,7 +136,8 @@ class ExprBinder:
         if isinstance(expr, ast.FloatLit):
             return plan.Literal(plan.FLOAT, expr.value)
         if isinstance(expr, ast.StrLit):
-            return plan.Literal(plan.char(len(expr.value)), expr.value)
+            # char(n) counts bytes (UTF-8), as on the wire.
+            return plan.Literal(plan.char(len(expr.value.encode())), expr.value)
         if isinstance(expr, ast.Negate):
             return self._negate(expr)
         if isinstance(expr, ast.Not):
@@ -274,8 +274,7 @@ class GroupedBinder(ExprBinder):
 
     def column(self, expr: ast.ColumnRef) -> plan.Expr:
         raise self.error(
-            f"column {ast.render(expr)!r} must appear in GROUP BY or be used in an aggregate "
-            "function",
+            f"column {ast.render(expr)!r} must appear in GROUP BY or be used in an aggregate function",
             expr.line,
             expr.column,
         )

@@ -110,9 +110,7 @@ def _syntax_error(exc: UnexpectedInput, text: str, file: str) -> CqlError:
     if found == "')'" and _unbalanced(text[: position + 1]):
         message += " (no matching '(')"
     if expected:
-        message += "; expected " + (
-            expected[0] if len(expected) == 1 else "one of " + ", ".join(expected)
-        )
+        message += "; expected " + (expected[0] if len(expected) == 1 else "one of " + ", ".join(expected))
     return CqlError(message, line, column, file)
 
 
@@ -260,9 +258,7 @@ class _ToAst(Transformer[Token, Any]):
         distinct, *middle, where, group_by, having = children
         items = tuple(c for c in middle if isinstance(c, ast.StarItem | ast.ExprItem))
         from_items = tuple(c for c in middle if isinstance(c, ast.FromName | ast.FromSubquery))
-        return ast.Select(
-            distinct is not None, items, from_items, where, group_by, having, **_pos(meta)
-        )
+        return ast.Select(distinct is not None, items, from_items, where, group_by, having, **_pos(meta))
 
     def where(self, meta: Any, children: list[Any]) -> ast.Expr:
         return children[0]  # type: ignore[no-any-return]
@@ -388,16 +384,13 @@ class _ToAst(Transformer[Token, Any]):
         name = str(name_token).lower()
         if name not in ast.AGGREGATES:
             raise self._error(
-                f"unknown function {str(name_token)!r}; the functions are COUNT, SUM, AVG, MIN "
-                "and MAX",
+                f"unknown function {str(name_token)!r}; the functions are COUNT, SUM, AVG, MIN and MAX",
                 name_token,
             )
         if star and name != "count":
             raise self._error(f"{name.upper()}(*) is not allowed; only COUNT(*)", name_token)
         if not star and len(args) != 1:
-            raise self._error(
-                f"{name.upper()} takes exactly one argument, got {len(args)}", name_token
-            )
+            raise self._error(f"{name.upper()} takes exactly one argument, got {len(args)}", name_token)
         return ast.Call(name, tuple(args), star, **_pos(meta))
 
     def call_args(self, meta: Any, children: list[Any]) -> tuple[bool, list[ast.Expr]]:

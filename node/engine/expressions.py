@@ -131,6 +131,10 @@ def source(expr: plan.Expr, var: str = "e", offset: int = VALUES) -> str:
         left = source(expr.left, var, offset)
         right = source(expr.right, var, offset)
         integer = expr.type.name is plan.TypeName.INTEGER
+        division = _literal_division(expr, var, offset)
+        if division is not None:
+            column, value = division
+            return f"(None if {column} is None else {value})"
         if expr.op == "/":
             return f"{'_idiv' if integer else '_fdiv'}({left}, {right})"
         if expr.op == "%":
@@ -141,6 +145,10 @@ def source(expr: plan.Expr, var: str = "e", offset: int = VALUES) -> str:
     if isinstance(expr, plan.Compare):
         left = source(expr.left, var, offset)
         right = source(expr.right, var, offset)
+        division = _literal_division(expr.left, var, offset)
+        if division is not None and isinstance(expr.right, plan.Literal) and expr.right.value is not None:
+            column, value = division
+            return f"({column} is not None and {value} {_CMP_PY[expr.op]} {right})"
         if may_be_null(expr.left) or may_be_null(expr.right):
             return f"_ncmp_{_CMP_NAMES[expr.op]}({left}, {right})"
         return f"({left} {_CMP_PY[expr.op]} {right})"
@@ -150,6 +158,33 @@ def source(expr: plan.Expr, var: str = "e", offset: int = VALUES) -> str:
     if isinstance(expr, plan.Not):
         return f"(not {source(expr.operand, var, offset)})"
     raise TypeError(f"cannot compile expression {expr!r}")
+
+
+def _literal_division(expr: plan.Expr, var: str, offset: int) -> tuple[str, str] | None:
+    """For ``column / k`` or ``column % k`` on integers with a non-zero
+    literal ``k`` (NULL only when the column is): the column's source and the
+    result's source for a non-NULL column, truncating toward zero as
+    :func:`_idiv` and :func:`_imod` do. Inline, it costs no call."""
+    if not (
+        isinstance(expr, plan.Arith)
+        and expr.op in ("/", "%")
+        and expr.type.name is plan.TypeName.INTEGER
+        and isinstance(expr.left, plan.ColRef)
+        and isinstance(expr.right, plan.Literal)
+        and type(expr.right.value) is int
+        and expr.right.value != 0
+    ):
+        return None
+    column = source(expr.left, var, offset)
+    divisor = expr.right.value
+    k = abs(divisor)
+    if expr.op == "%":
+        value = f"({column} % {k} if {column} >= 0 else -(-{column} % {k}))"
+    elif divisor > 0:
+        value = f"({column} // {k} if {column} >= 0 else -(-{column} // {k}))"
+    else:
+        value = f"(-({column} // {k}) if {column} >= 0 else -{column} // {k})"
+    return column, value
 
 
 def build(code: str, **extra: Any) -> Any:

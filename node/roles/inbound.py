@@ -1,70 +1,145 @@
-"""One accepted input stream, bridging the transport to the input section."""
+"""One input edge of a node, bridging the transport to whoever consumes it
+(a stage replica or a sink).
+
+Streams arrive from the producer's replicas: data from its primary, backups
+to us as a secondary. Rows stamped with an epoch older than the producer
+stage's current one are refused (fencing); a stream from a newer epoch
+closes the older ones. A gap closes the stream with OUT_OF_RANGE, so the
+producer reconnects and starts where we are (with a resync point if it no
+longer has those rows).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Protocol
 
 import grpc
 
+from ha.resync import ResyncPoint
+from ha.views import ViewTable
+from node.codec import RowCodec
+from node.engine.elements import Element
+from node.messages import point_from_pb, point_to_pb
 from node.metrics import NodeMetrics
-from node.sections.input import EdgeInput, SeqGapError
-from node.transport import FeedbackChannel, Rejected
+from node.sections.input import SeqGapError
+from node.transport import InboundStream, Rejected
+from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
 
 
-class InboundEdgeSession:
-    """Feeds an :class:`EdgeInput` from Push streams (one at a time in normal
-    operation; a reconnecting producer may briefly overlap, which the seq
-    dedup absorbs) and sends Level-0 acknowledgements back."""
+class Receiver(Protocol):
+    def next_seq(self, edge: str) -> int: ...
 
+    def receive(
+        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
+    ) -> int: ...
+
+    def receive_point(self, edge: str, point: ResyncPoint) -> set[str]: ...
+
+    async def received(self) -> None: ...
+
+
+class InboundEdgeSession:
     def __init__(
         self,
-        edge: EdgeInput,
+        edge: Edge,
+        views: ViewTable,
+        receiver: Receiver,
         metrics: NodeMetrics,
-        on_rows: Callable[[], Awaitable[None]],
+        on_rewind: Callable[[set[str]], None],
     ) -> None:
         self.edge = edge
+        self.views = views
+        self.receiver = receiver
         self.metrics = metrics
-        self.on_rows = on_rows
-        self.feedback: list[FeedbackChannel] = []
-        self.acked = 0
+        self.on_rewind = on_rewind
+        self.codec = RowCodec(edge.schema, edge.kind)
+        self.streams: list[InboundStream] = []
 
     @property
     def next_seq(self) -> int:
-        return self.edge.next_seq
+        return self.receiver.next_seq(self.edge.id)
 
-    def attach(self, feedback: FeedbackChannel) -> None:
-        self.feedback.append(feedback)
-
-    def detach(self, feedback: FeedbackChannel) -> None:
-        if feedback in self.feedback:
-            self.feedback.remove(feedback)
-
-    async def on_frame(self, frame: pb.Frame) -> None:
-        if frame.WhichOneof("body") != "batch":
-            raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unexpected {frame.WhichOneof('body')} frame")
-        batch = frame.batch
-        before = self.edge.duplicates
-        try:
-            new = self.edge.accept(
-                batch.first_seq, batch.count, batch.rows, batch.watermark, batch.end_of_stream
+    def check(self, hello: pb.Hello) -> None:
+        if hello.layout != self.codec.fingerprint():
+            raise Rejected(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"edge {hello.edge}: row layout {hello.layout!r} does not match {self.codec.fingerprint()!r}",
             )
-        except SeqGapError as exc:
-            raise Rejected(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
-        if new:
-            self.metrics.tuples_in.labels(self.edge.edge).inc(new)
-        if self.edge.duplicates > before:
-            self.metrics.duplicates.labels(self.edge.edge).inc(self.edge.duplicates - before)
-        if batch.end_of_stream:
-            self.ack()
-        await self.on_rows()
+        producer = self.edge.producer
+        if self.views.stale(producer, hello.epoch):
+            raise Rejected(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"fenced: stage {producer} is at epoch {self.views[producer].epoch}, not {hello.epoch}",
+            )
 
-    def ack(self) -> None:
-        """Send Level-0 (everything up to the last seq received)."""
-        seq = self.edge.last_seq
-        if seq == self.acked and not self.edge.end_of_stream:
-            return
-        self.acked = seq
-        message = pb.Feedback(level0=pb.Level0(seq=seq))
-        for channel in self.feedback:
-            channel.send(message)
+    def attach(self, stream: InboundStream) -> None:
+        producer = self.edge.producer
+        if self.views.witness(producer, stream.hello.epoch, stream.hello.sender):
+            self.fence_stale()
+        self.streams.append(stream)
+
+    def detach(self, stream: InboundStream) -> None:
+        if stream in self.streams:
+            self.streams.remove(stream)
+
+    def fence_stale(self) -> None:
+        """Close streams from replaced producer primaries."""
+        producer = self.edge.producer
+        for stream in self.streams:
+            if self.views.stale(producer, stream.hello.epoch):
+                stream.close(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"fenced: stage {producer} is at epoch {self.views[producer].epoch}",
+                )
+
+    def rewind(self) -> None:
+        """Make every producer stream start again from our position."""
+        for stream in self.streams:
+            stream.close(grpc.StatusCode.ABORTED, f"rewind to seq {self.next_seq}")
+
+    async def on_frame(self, frame: pb.Frame, stream: InboundStream) -> None:
+        self.check(stream.hello)
+        body = frame.WhichOneof("body")
+        if body == "batch":
+            batch = frame.batch
+            next_seq = self.next_seq
+            skip = next_seq - batch.first_seq
+            rows = (
+                self.codec.decode(batch.rows, batch.first_seq, batch.count) if 0 <= skip < batch.count else []
+            )
+            if skip < 0 and batch.count:
+                raise Rejected(
+                    grpc.StatusCode.OUT_OF_RANGE,
+                    f"edge {self.edge.id}: rows from seq {batch.first_seq}, want seq {next_seq}",
+                )
+            try:
+                new = self.receiver.receive(
+                    self.edge.id, batch.first_seq, rows, batch.watermark, batch.end_of_stream, batch.count
+                )
+            except SeqGapError as exc:
+                raise Rejected(grpc.StatusCode.OUT_OF_RANGE, str(exc)) from None
+            if new:
+                self.metrics.tuples_in.labels(self.edge.id).inc(new)
+            if batch.count > new:
+                self.metrics.duplicates.labels(self.edge.id).inc(batch.count - new)
+        elif body == "resync":
+            rewind = self.receiver.receive_point(self.edge.id, point_from_pb(frame.resync))
+            rewind.discard(self.edge.id)
+            if rewind:
+                self.on_rewind(rewind)
+        else:
+            raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unexpected {body} frame")
+        await self.receiver.received()
+
+    def ack(self, seq: int, point: ResyncPoint | None, epoch: int) -> None:
+        """Level-0 and Level-1 on the data streams (secondaries' backup
+        streams carry no acknowledgements)."""
+        messages = [pb.Feedback(level0=pb.Level0(seq=seq))]
+        if point is not None:
+            messages.append(pb.Feedback(level1=pb.Level1(point=point_to_pb(point), epoch=epoch)))
+        for stream in self.streams:
+            if stream.hello.channel == pb.DATA:
+                for message in messages:
+                    stream.feedback.send(message)

@@ -11,6 +11,8 @@ from array import array
 from pathlib import Path
 from typing import IO
 
+from ha.resync import ResyncPoint
+from node.engine.elements import Element
 from node.jsonl import formatter
 from node.metrics import NodeMetrics
 from node.sections.input import EdgeInput
@@ -34,7 +36,25 @@ class SinkRole:
     def start(self, t0: float) -> None:
         self.t0 = t0
 
-    async def on_rows(self) -> None:
+    # -- receiver (for the inbound session) ----------------------------------------------
+
+    def next_seq(self, edge: str) -> int:
+        return self.edge.next_seq
+
+    def receive(
+        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
+    ) -> int:
+        return self.edge.accept_rows(first_seq, rows, watermark, eos, count)
+
+    def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
+        return set()  # a sink keeps no state: it never needs to rebuild
+
+    def level1(self) -> ResyncPoint:
+        """A sink needs nothing before what it has: cut = received + 1."""
+        seq = self.edge.last_seq
+        return ResyncPoint(seq, 0, seq + 1, {self.edge.edge: seq + 1})
+
+    async def received(self) -> None:
         rows = list(self.edge.pending)
         self.edge.pending.clear()
         if rows:

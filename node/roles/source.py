@@ -1,4 +1,4 @@
-"""The source role: emits one stream on schedule into its output section.
+"""The source role: emits one stream on schedule into its output log.
 
 Synthetic and file sources pace themselves against the wall clock from the
 cluster's start time; an ingest source takes rows that external producers
@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from ha.output_log import OutputLog
 from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
-from node.sections.output import OutputSection
+from node.outbound import Outbound
 from node.sources import Phase, RateSchedule, SourceDataError, SyntheticSource, convert, read_rows
 from semiactive.config import SourceConfig
 
@@ -37,13 +38,15 @@ class SourceRole:
         name: str,
         config: SourceConfig,
         schema: plan.Schema,
-        output: OutputSection,
+        log_: OutputLog,
+        outbound: Outbound,
         run_dir: Path | None,
     ) -> None:
         self.name = name
         self.config = config
         self.schema = schema
-        self.output = output
+        self.log = log_
+        self.outbound = outbound
         self.started = asyncio.Event()
         self.stopping = asyncio.Event()
         self.t0 = 0.0  # wall-clock time (unix s) of event time 0
@@ -90,11 +93,13 @@ class SourceRole:
                 fmt = self._fmt
                 self._log.write("".join([fmt(r[1], r) for r in rows]))
         self.watermark = max(self.watermark, watermark)
-        self.output.append(rows, self.watermark)
+        self.log.append(rows, self.watermark)
+        self.outbound.appended()
 
     def _finish(self) -> None:
-        self.output.finish(self.watermark)
-        self.watermark = self.output.log.watermark
+        self.log.finish(self.watermark)
+        self.outbound.appended()
+        self.watermark = self.log.watermark
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -114,9 +119,9 @@ class SourceRole:
     async def _synthetic(self) -> None:
         phases = [Phase(int(p.at_s * 1000), p.tuples_per_s) for p in self.config.rate]
         gen = SyntheticSource(self.schema, RateSchedule(phases), self.config.seed)
-        batch = max(1, self.output.log.capacity // 4)
+        batch = max(1, self.log.capacity // 4)
         while not self.stopping.is_set():
-            await self.output.wait_room()
+            await self.outbound.wait_room()
             due = gen.due(self.elapsed_ms())
             self.lag_ms = max(0.0, self.elapsed_ms() - gen.next_ts())
             if due:
@@ -149,7 +154,7 @@ class SourceRole:
             if wait > 1:
                 await asyncio.sleep(min(wait, 50) / 1000)
                 continue
-            await self.output.wait_room()
+            await self.outbound.wait_room()
             pending.append(nxt)
             nxt = next(it, None)
             if len(pending) >= 1024:
@@ -163,18 +168,27 @@ class SourceRole:
         """Rows pushed by an external producer, as JSON objects with ``ts``
         and every column. Without an explicit watermark the stream is taken
         as complete up to just before the last row's ts."""
+        if self.stopping.is_set():
+            raise SourceDataError("the stream has ended; no more rows are taken")
         elements: list[Element] = []
-        seq = self.output.log.head
+        seq = self.log.head
         floor = self.watermark
         for i, row in enumerate(rows):
             where = f"row {i}"
+            if not isinstance(row, dict):
+                raise SourceDataError(f"{where}: expected a JSON object")
             try:
                 ts = int(row["ts"])
-                values = [convert(str(row[c.name]), c, where) for c in self.schema.columns]
-            except KeyError as exc:
-                raise SourceDataError(f"{where}: missing {exc.args[0]}") from None
+                if isinstance(row["ts"], bool) or ts != row["ts"]:
+                    raise ValueError(row["ts"])
+            except KeyError:
+                raise SourceDataError(f"{where}: missing ts") from None
             except (TypeError, ValueError):
                 raise SourceDataError(f"{where}: ts must be an integer") from None
+            try:
+                values = [convert(_text(row[c.name]), c, where) for c in self.schema.columns]
+            except KeyError as exc:
+                raise SourceDataError(f"{where}: missing {exc.args[0]}") from None
             if ts <= floor or (elements and ts < elements[-1][0]):
                 raise SourceDataError(
                     f"{where}: ts {ts} is not after {max(floor, elements[-1][0] if elements else floor)}"
@@ -186,3 +200,9 @@ class SourceRole:
         if eos:
             self.stop()
         return len(elements)
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as the text :func:`convert` parses (1.5 is no integer,
+    true no number, null no value)."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)

@@ -162,10 +162,6 @@ class InputSection:
 
     # -- positions <-> edge seqs (Level-1) -------------------------------------
 
-    def edge_positions(self) -> dict[str, int]:
-        """Per edge, the last seq handed on."""
-        return {e.edge: e.handed for e in self.edges}
-
     def edge_cut(self, cut_position: int) -> dict[str, int]:
         """Per edge, the first seq at or after stage position ``cut_position``."""
         if len(self.edges) == 1:

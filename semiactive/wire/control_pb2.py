@@ -25,15 +25,13 @@ _sym_db = _symbol_database.Default()
 from semiactive.wire import dataplane_pb2 as semiactive_dot_wire_dot_dataplane__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsemiactive/wire/control.proto\x12\x0fsemiactive.wire\x1a\x1fsemiactive/wire/dataplane.proto\"\x1f\n\x0cStartRequest\x12\x0f\n\x07t0_unix\x18\x01 \x01(\x01\"(\n\x0bStopRequest\x12\x0c\n\x04\x65xit\x18\x01 \x01(\x08\x12\x0b\n\x03now\x18\x02 \x01(\x08\"\x80\x01\n\nEdgeStatus\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0c\n\x04peer\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\r\n\x05\x61\x63ked\x18\x04 \x01(\x04\x12\x11\n\twatermark\x18\x05 \x01(\x12\x12\x15\n\rend_of_stream\x18\x06 \x01(\x08\x12\x10\n\x08retained\x18\x07 \x01(\x04\"\xfb\x01\n\nNodeStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12+\n\x06inputs\x18\x06 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12,\n\x07outputs\x18\x07 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12\x11\n\ttuples_in\x18\x08 \x01(\x04\x12\x12\n\ntuples_out\x18\t \x01(\x04\x12\x10\n\x08uptime_s\x18\n \x01(\x01\x12\r\n\x05state\x18\x0b \x01(\t\"!\n\x04Ping\x12\t\n\x01n\x18\x01 \x01(\x04\x12\x0e\n\x06sender\x18\x02 \x01(\t\" \n\x04Pong\x12\t\n\x01n\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\xb8\x01\n\x0eTakeoverNotice\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x46\n\x0cresume_after\x18\x04 \x03(\x0b\x32\x30.semiactive.wire.TakeoverNotice.ResumeAfterEntry\x1a\x32\n\x10ResumeAfterEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"1\n\rTakeoverReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xd2\x02\n\x07\x43ontrol\x12=\n\x06Status\x12\x16.semiactive.wire.Empty\x1a\x1b.semiactive.wire.NodeStatus\x12>\n\x05Start\x12\x1d.semiactive.wire.StartRequest\x1a\x16.semiactive.wire.Empty\x12<\n\x04Stop\x12\x1c.semiactive.wire.StopRequest\x1a\x16.semiactive.wire.Empty\x12=\n\tHeartbeat\x12\x15.semiactive.wire.Ping\x1a\x15.semiactive.wire.Pong(\x01\x30\x01\x12K\n\x08Takeover\x12\x1f.semiactive.wire.TakeoverNotice\x1a\x1e.semiactive.wire.TakeoverReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsemiactive/wire/control.proto\x12\x0fsemiactive.wire\x1a\x1fsemiactive/wire/dataplane.proto\"\x1f\n\x0cStartRequest\x12\x0f\n\x07t0_unix\x18\x01 \x01(\x01\"(\n\x0bStopRequest\x12\x0c\n\x04\x65xit\x18\x01 \x01(\x08\x12\x0b\n\x03now\x18\x02 \x01(\x08\"\x80\x01\n\nEdgeStatus\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0c\n\x04peer\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\r\n\x05\x61\x63ked\x18\x04 \x01(\x04\x12\x11\n\twatermark\x18\x05 \x01(\x12\x12\x15\n\rend_of_stream\x18\x06 \x01(\x08\x12\x10\n\x08retained\x18\x07 \x01(\x04\"\xb7\x02\n\nNodeStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12+\n\x06inputs\x18\x06 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12,\n\x07outputs\x18\x07 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12\x11\n\ttuples_in\x18\x08 \x01(\x04\x12\x12\n\ntuples_out\x18\t \x01(\x04\x12\x10\n\x08uptime_s\x18\n \x01(\x01\x12\r\n\x05state\x18\x0b \x01(\t\x12)\n\x05views\x18\x0c \x03(\x0b\x32\x1a.semiactive.wire.StageView\x12\x0f\n\x07resyncs\x18\r \x01(\x04\"!\n\x04Ping\x12\t\n\x01n\x18\x01 \x01(\x04\x12\x0e\n\x06sender\x18\x02 \x01(\t\" \n\x04Pong\x12\t\n\x01n\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"^\n\tStageView\x12\r\n\x05stage\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\x11\n\tsecondary\x18\x05 \x01(\t2\xc7\x02\n\x07\x43ontrol\x12=\n\x06Status\x12\x16.semiactive.wire.Empty\x1a\x1b.semiactive.wire.NodeStatus\x12>\n\x05Start\x12\x1d.semiactive.wire.StartRequest\x1a\x16.semiactive.wire.Empty\x12<\n\x04Stop\x12\x1c.semiactive.wire.StopRequest\x1a\x16.semiactive.wire.Empty\x12=\n\tHeartbeat\x12\x15.semiactive.wire.Ping\x1a\x15.semiactive.wire.Pong(\x01\x30\x01\x12@\n\nUpdateView\x12\x1a.semiactive.wire.StageView\x1a\x16.semiactive.wire.Emptyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'semiactive.wire.control_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TAKEOVERNOTICE_RESUMEAFTERENTRY']._loaded_options = None
-  _globals['_TAKEOVERNOTICE_RESUMEAFTERENTRY']._serialized_options = b'8\001'
   _globals['_STARTREQUEST']._serialized_start=83
   _globals['_STARTREQUEST']._serialized_end=114
   _globals['_STOPREQUEST']._serialized_start=116
@@ -41,17 +39,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EDGESTATUS']._serialized_start=159
   _globals['_EDGESTATUS']._serialized_end=287
   _globals['_NODESTATUS']._serialized_start=290
-  _globals['_NODESTATUS']._serialized_end=541
-  _globals['_PING']._serialized_start=543
-  _globals['_PING']._serialized_end=576
-  _globals['_PONG']._serialized_start=578
-  _globals['_PONG']._serialized_end=610
-  _globals['_TAKEOVERNOTICE']._serialized_start=613
-  _globals['_TAKEOVERNOTICE']._serialized_end=797
-  _globals['_TAKEOVERNOTICE_RESUMEAFTERENTRY']._serialized_start=747
-  _globals['_TAKEOVERNOTICE_RESUMEAFTERENTRY']._serialized_end=797
-  _globals['_TAKEOVERREPLY']._serialized_start=799
-  _globals['_TAKEOVERREPLY']._serialized_end=848
-  _globals['_CONTROL']._serialized_start=851
-  _globals['_CONTROL']._serialized_end=1189
+  _globals['_NODESTATUS']._serialized_end=601
+  _globals['_PING']._serialized_start=603
+  _globals['_PING']._serialized_end=636
+  _globals['_PONG']._serialized_start=638
+  _globals['_PONG']._serialized_end=670
+  _globals['_STAGEVIEW']._serialized_start=672
+  _globals['_STAGEVIEW']._serialized_end=766
+  _globals['_CONTROL']._serialized_start=769
+  _globals['_CONTROL']._serialized_end=1096
 # @@protoc_insertion_point(module_scope)

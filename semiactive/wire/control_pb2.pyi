@@ -40,7 +40,7 @@ class EdgeStatus(_message.Message):
     def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state")
+    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state", "views", "resyncs")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,8 @@ class NodeStatus(_message.Message):
     TUPLES_OUT_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    VIEWS_FIELD_NUMBER: _ClassVar[int]
+    RESYNCS_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     stage: str
@@ -63,7 +65,9 @@ class NodeStatus(_message.Message):
     tuples_out: int
     uptime_s: float
     state: str
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ...) -> None: ...
+    views: _containers.RepeatedCompositeFieldContainer[StageView]
+    resyncs: int
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ..., views: _Optional[_Iterable[_Union[StageView, _Mapping]]] = ..., resyncs: _Optional[int] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ("n", "sender")
@@ -81,29 +85,16 @@ class Pong(_message.Message):
     epoch: int
     def __init__(self, n: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
-class TakeoverNotice(_message.Message):
-    __slots__ = ("stage", "node", "epoch", "resume_after")
-    class ResumeAfterEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: int
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+class StageView(_message.Message):
+    __slots__ = ("stage", "epoch", "version", "primary", "secondary")
     STAGE_FIELD_NUMBER: _ClassVar[int]
-    NODE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
-    RESUME_AFTER_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    SECONDARY_FIELD_NUMBER: _ClassVar[int]
     stage: str
-    node: str
     epoch: int
-    resume_after: _containers.ScalarMap[str, int]
-    def __init__(self, stage: _Optional[str] = ..., node: _Optional[str] = ..., epoch: _Optional[int] = ..., resume_after: _Optional[_Mapping[str, int]] = ...) -> None: ...
-
-class TakeoverReply(_message.Message):
-    __slots__ = ("accepted", "reason")
-    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    accepted: bool
-    reason: str
-    def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    version: int
+    primary: str
+    secondary: str
+    def __init__(self, stage: _Optional[str] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., primary: _Optional[str] = ..., secondary: _Optional[str] = ...) -> None: ...

@@ -55,10 +55,10 @@ class ControlStub:
                 request_serializer=semiactive_dot_wire_dot_control__pb2.Ping.SerializeToString,
                 response_deserializer=semiactive_dot_wire_dot_control__pb2.Pong.FromString,
                 _registered_method=True)
-        self.Takeover = channel.unary_unary(
-                '/semiactive.wire.Control/Takeover',
-                request_serializer=semiactive_dot_wire_dot_control__pb2.TakeoverNotice.SerializeToString,
-                response_deserializer=semiactive_dot_wire_dot_control__pb2.TakeoverReply.FromString,
+        self.UpdateView = channel.unary_unary(
+                '/semiactive.wire.Control/UpdateView',
+                request_serializer=semiactive_dot_wire_dot_control__pb2.StageView.SerializeToString,
+                response_deserializer=semiactive_dot_wire_dot_dataplane__pb2.Empty.FromString,
                 _registered_method=True)
 
 
@@ -94,9 +94,11 @@ class ControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Takeover(self, request, context):
-        """Sent by a new primary to its upstream producers and to its downstream
-        consumers: "stage `stage` is now served by `node` at `epoch`".
+    def UpdateView(self, request, context):
+        """Who serves a stage. A new primary broadcasts the view it takes over
+        with; the coordinator broadcasts re-protection and repeats the newest
+        views so that every node converges (a resumed node learns it was
+        replaced).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -125,10 +127,10 @@ def add_ControlServicer_to_server(servicer, server):
                     request_deserializer=semiactive_dot_wire_dot_control__pb2.Ping.FromString,
                     response_serializer=semiactive_dot_wire_dot_control__pb2.Pong.SerializeToString,
             ),
-            'Takeover': grpc.unary_unary_rpc_method_handler(
-                    servicer.Takeover,
-                    request_deserializer=semiactive_dot_wire_dot_control__pb2.TakeoverNotice.FromString,
-                    response_serializer=semiactive_dot_wire_dot_control__pb2.TakeoverReply.SerializeToString,
+            'UpdateView': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateView,
+                    request_deserializer=semiactive_dot_wire_dot_control__pb2.StageView.FromString,
+                    response_serializer=semiactive_dot_wire_dot_dataplane__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -250,7 +252,7 @@ class Control:
             _registered_method=True)
 
     @staticmethod
-    def Takeover(request,
+    def UpdateView(request,
             target,
             options=(),
             channel_credentials=None,
@@ -263,9 +265,9 @@ class Control:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/semiactive.wire.Control/Takeover',
-            semiactive_dot_wire_dot_control__pb2.TakeoverNotice.SerializeToString,
-            semiactive_dot_wire_dot_control__pb2.TakeoverReply.FromString,
+            '/semiactive.wire.Control/UpdateView',
+            semiactive_dot_wire_dot_control__pb2.StageView.SerializeToString,
+            semiactive_dot_wire_dot_dataplane__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

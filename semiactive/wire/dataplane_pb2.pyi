@@ -67,15 +67,8 @@ class Batch(_message.Message):
     def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ...) -> None: ...
 
 class ResyncPoint(_message.Message):
-    __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "edge_position", "counters", "time")
+    __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "counters", "time")
     class EdgeCutEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: int
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
-    class EdgePositionEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -86,17 +79,15 @@ class ResyncPoint(_message.Message):
     OUT_SEQ_FIELD_NUMBER: _ClassVar[int]
     CUT_POSITION_FIELD_NUMBER: _ClassVar[int]
     EDGE_CUT_FIELD_NUMBER: _ClassVar[int]
-    EDGE_POSITION_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     position: int
     out_seq: int
     cut_position: int
     edge_cut: _containers.ScalarMap[str, int]
-    edge_position: _containers.ScalarMap[str, int]
     counters: _containers.RepeatedCompositeFieldContainer[Counters]
     time: int
-    def __init__(self, position: _Optional[int] = ..., out_seq: _Optional[int] = ..., cut_position: _Optional[int] = ..., edge_cut: _Optional[_Mapping[str, int]] = ..., edge_position: _Optional[_Mapping[str, int]] = ..., counters: _Optional[_Iterable[_Union[Counters, _Mapping]]] = ..., time: _Optional[int] = ...) -> None: ...
+    def __init__(self, position: _Optional[int] = ..., out_seq: _Optional[int] = ..., cut_position: _Optional[int] = ..., edge_cut: _Optional[_Mapping[str, int]] = ..., counters: _Optional[_Iterable[_Union[Counters, _Mapping]]] = ..., time: _Optional[int] = ...) -> None: ...
 
 class Counters(_message.Message):
     __slots__ = ("values",)
@@ -127,10 +118,12 @@ class Level0(_message.Message):
     def __init__(self, seq: _Optional[int] = ...) -> None: ...
 
 class Level1(_message.Message):
-    __slots__ = ("point",)
+    __slots__ = ("point", "epoch")
     POINT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     point: ResyncPoint
-    def __init__(self, point: _Optional[_Union[ResyncPoint, _Mapping]] = ...) -> None: ...
+    epoch: int
+    def __init__(self, point: _Optional[_Union[ResyncPoint, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class Feedback(_message.Message):
     __slots__ = ("welcome", "level0", "level1")

@@ -1,0 +1,176 @@
+"""The network side of an output section: one sender per consumer replica
+the current views say this stage feeds (ha-protocol.md "Flows").
+
+For each output edge: a data sender to the consumer's primary and, when the
+consumer is protected by AS or SAS, a backup sender to its secondary that
+ships only what the log has released for backup (batches of B rows). When a
+view changes, :meth:`Outbound.reconcile` retargets. Acknowledgements coming
+back update the log: Level-0 positions, Level-1 points (which free rows and
+are forwarded ahead of rows from their cut).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from ha.output_log import OutputLog
+from ha.routing import backup_target, data_target
+from ha.views import ViewTable
+from node.codec import RowCodec
+from node.messages import point_from_pb
+from node.metrics import NodeMetrics
+from node.transport import EdgeSender, RefusalHandler
+from semiactive.topology import Stage, Topology
+from semiactive.wire import dataplane_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+CHANNELS = {pb.DATA: "data", pb.BACKUP: "backup"}
+
+
+class Outbound:
+    def __init__(
+        self,
+        node: str,
+        stage: Stage,
+        topology: Topology,
+        addresses: Mapping[str, str],
+        log_: OutputLog,
+        views: ViewTable,
+        metrics: NodeMetrics,
+        epoch: Callable[[], int],
+        on_refused: RefusalHandler,
+    ) -> None:
+        assert stage.schema is not None
+        self.node = node
+        self.stage = stage
+        self.topology = topology
+        self.addresses = addresses
+        self.log = log_
+        self.views = views
+        self.metrics = metrics
+        self.epoch = epoch
+        self.on_refused = on_refused
+        self.codec = RowCodec(stage.schema, stage.kind)
+        self.senders: dict[tuple[str, int], EdgeSender] = {}
+        self.tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self.room = asyncio.Event()
+        self.room.set()
+        self.failures: asyncio.Queue[BaseException] = asyncio.Queue()
+        self.bytes_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> bytes, all senders ever
+
+    def reconcile(self) -> None:
+        """Start, stop or retarget senders to match the current views."""
+        cfg = self.topology.config
+        for edge in self.stage.outputs:
+            wanted = {
+                pb.DATA: data_target(self.views, edge),
+                pb.BACKUP: backup_target(self.topology, self.views, edge),
+            }
+            for channel, target in wanted.items():
+                key = (edge.id, channel)
+                current = self.senders.get(key)
+                if current is not None and current.target == target and not current.refused:
+                    continue
+                if current is not None:
+                    current.stop()
+                    del self.senders[key]
+                if target is None:
+                    continue
+                cursors = self.log.edges[edge.id]
+                limit = (lambda: self.log.head) if channel == pb.DATA else (lambda c=cursors: c.backed_up)
+                sender = EdgeSender(
+                    sender=self.node,
+                    edge=edge.id,
+                    target=target,
+                    address=self.addresses[target],
+                    log=self.log,
+                    codec=self.codec,
+                    channel=channel,
+                    epoch=self.epoch,
+                    on_feedback=self._on_feedback,
+                    on_refused=self.on_refused,
+                    limit=limit,
+                    count_bytes=self._counter(edge.id, CHANNELS[channel]),
+                    batch_rows=cfg.batch_rows,
+                    linger=cfg.linger_ms / 1000,
+                    connect_timeout=cfg.connect_timeout_ms / 1000,
+                )
+                self.senders[key] = sender
+                task = asyncio.create_task(sender.run(), name=f"send {edge.id} {CHANNELS[channel]}")
+                task.add_done_callback(self._task_done)
+                self.tasks[key] = task
+
+    def _counter(self, edge: str, channel: str) -> Callable[[int], None]:
+        metric = self.metrics.bytes_sent.labels(edge, channel)
+        key = (edge, channel)
+        self.bytes_sent.setdefault(key, 0)
+
+        def count(size: int) -> None:
+            self.bytes_sent[key] += size
+            metric.inc(size)
+
+        return count
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.failures.put_nowait(task.exception())  # type: ignore[arg-type]
+
+    def _on_feedback(self, sender: EdgeSender, feedback: pb.Feedback) -> None:
+        body = feedback.WhichOneof("body")
+        if sender.channel != pb.DATA:
+            return  # secondaries do not acknowledge
+        if body == "level0":
+            self.log.acknowledge(sender.edge, feedback.level0.seq)
+        elif body == "level1":
+            consumer = sender.edge.split("->", 1)[1]
+            if self.views.stale(consumer, feedback.level1.epoch):
+                return  # a replaced consumer primary
+            self.log.acknowledge(sender.edge, sender.acked, point_from_pb(feedback.level1.point))
+        if not self.log.full:
+            self.room.set()
+        self.metrics.log_rows.set(self.log.retained)
+
+    def appended(self) -> None:
+        """New rows or time in the log: ship backups due, wake senders."""
+        for edge in self.log.edges:
+            self.log.take_backup(edge)
+        if self.log.full:
+            self.room.clear()
+        self.metrics.log_rows.set(self.log.retained)
+        for sender in self.senders.values():
+            sender.wake.set()
+
+    async def wait_room(self) -> None:
+        while self.log.full:
+            self.room.clear()
+            await self.room.wait()
+
+    def consumer_positions(self) -> dict[str, int]:
+        """Per output edge, what the consumer's primary asked for when the
+        data stream connected, minus one: the old primary's delivered
+        position after a takeover."""
+        return {
+            edge: s.welcome_seq - 1
+            for (edge, channel), s in self.senders.items()
+            if channel == pb.DATA and s.welcome_seq is not None
+        }
+
+    @property
+    def done(self) -> bool:
+        data = [s for (_, channel), s in self.senders.items() if channel == pb.DATA]
+        return self.log.end_of_stream and all(s.done for s in data)
+
+    def bytes_by_channel(self) -> dict[str, int]:
+        out = {"data": 0, "backup": 0}
+        for (_, channel), size in self.bytes_sent.items():
+            out[channel] += size
+        return out
+
+    def stop(self) -> None:
+        for sender in self.senders.values():
+            sender.stop()
+        for task in self.tasks.values():
+            task.cancel()

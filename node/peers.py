@@ -1,0 +1,36 @@
+"""Cached gRPC channels to the other nodes, for unary calls (acknowledgement
+notices, view broadcasts, heartbeats)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import grpc
+
+from node.transport import GRPC_OPTIONS
+from semiactive.wire import control_pb2_grpc as cpb_grpc
+from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+
+
+class Peers:
+    def __init__(self, addresses: Mapping[str, str]) -> None:
+        self.addresses = addresses
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def channel(self, node: str) -> grpc.aio.Channel:
+        channel = self._channels.get(node)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(self.addresses[node], options=GRPC_OPTIONS)
+            self._channels[node] = channel
+        return channel
+
+    def data(self, node: str) -> pb_grpc.DataPlaneStub:
+        return pb_grpc.DataPlaneStub(self.channel(node))
+
+    def control(self, node: str) -> cpb_grpc.ControlStub:
+        return cpb_grpc.ControlStub(self.channel(node))
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close(None)
+        self._channels.clear()

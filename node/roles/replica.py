@@ -1,0 +1,346 @@
+"""The stage role: one replica of a stage, primary or secondary, and the
+HA protocol's I/O around the pure :class:`~ha.replica.StageReplica`.
+
+- operator loop: runs the replica whenever rows or time arrive; a full
+  output log pauses it, an input backlog pauses the reading of inputs;
+- acknowledgements (primary): every ``ack_interval_ms``, Level-0 and the
+  Level-1 point on each input's data stream, and a notice to the producer's
+  secondary (ha-protocol.md "Flows");
+- failure detection (secondary): heartbeats to the primary; on a missed
+  deadline or a broken connection that cannot be re-established, takeover
+  (Algorithm 2 lines 12-20): a new view with epoch + 1, broadcast to every
+  node; the output queue becomes the log the consumers are fed from; the
+  producers, seeing the view, send to us from our position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+import grpc
+
+from ha.detector import FailureDetector
+from ha.replica import Mode, StageReplica
+from ha.resync import ResyncPoint
+from ha.routing import consumer_batch_sizes, producer_secondary
+from ha.views import ViewTable
+from node.engine.elements import Element
+from node.events import EventLog
+from node.messages import point_to_pb, view_to_pb
+from node.metrics import NodeMetrics
+from node.outbound import Outbound
+from node.peers import Peers
+from node.roles.inbound import InboundEdgeSession
+from node.transport import EdgeSender
+from semiactive.topology import Stage, Topology
+from semiactive.wire import control_pb2 as cpb
+from semiactive.wire import dataplane_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaRole:
+    def __init__(
+        self,
+        node: str,
+        stage: Stage,
+        topology: Topology,
+        views: ViewTable,
+        peers: Peers,
+        metrics: NodeMetrics,
+        events: EventLog,
+        mode: Mode,
+    ) -> None:
+        cfg = topology.config
+        self.node = node
+        self.stage = stage
+        self.topology = topology
+        self.views = views
+        self.peers = peers
+        self.metrics = metrics
+        self.events = events
+        self.replica = StageReplica(
+            node, stage, mode, consumer_batch_sizes(topology, stage), capacity=cfg.queue_rows
+        )
+        self.outbound = Outbound(
+            node,
+            stage,
+            topology,
+            peers.addresses,
+            self.replica.log,
+            views,
+            metrics,
+            epoch=lambda: self.views[stage.name].epoch,
+            on_refused=self._refused,
+        )
+        self.sessions: dict[str, InboundEdgeSession] = {}
+        self.wake = asyncio.Event()
+        self.input_room = asyncio.Event()
+        self.input_room.set()
+        self.tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self.detected_at: float | None = None
+        self.recovery_target: int | None = None
+        self.fenced = asyncio.Event()
+
+    @property
+    def mode(self) -> Mode:
+        return self.replica.mode
+
+    # -- receiver (for the inbound sessions) -----------------------------------------
+
+    def next_seq(self, edge: str) -> int:
+        return self.replica.inputs.by_name[edge].next_seq
+
+    def receive(
+        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
+    ) -> int:
+        if self.replica.mode is Mode.FENCED:
+            return 0
+        return self.replica.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos, count)
+
+    def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
+        if not self.replica.receive_point(edge, point):
+            return set()
+        self.events.emit("resync", stage=self.stage.name, position=point.position, cut=point.cut_position)
+        rewind, self.replica.rewind = self.replica.rewind, set()
+        self.wake.set()
+        return rewind
+
+    async def received(self) -> None:
+        self.wake.set()
+        limit = self.topology.config.queue_rows
+        while self.replica.inputs.backlog > limit:
+            self.input_room.clear()
+            await self.input_room.wait()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(self._operator(), name="operator")]
+        self.tasks.append(asyncio.create_task(self._acks(), name="acks"))
+        if self.mode is Mode.PRIMARY:
+            self.outbound.reconcile()
+        else:
+            self.tasks.append(asyncio.create_task(self._watch_primary(), name="heartbeats"))
+        self.metrics.epoch.set(self.views[self.stage.name].epoch)
+
+    def stop(self) -> None:
+        self.outbound.stop()
+        for task in [*self.tasks, *self._background]:
+            task.cancel()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        """A fire-and-forget task, kept referenced until it ends."""
+        task = asyncio.create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def on_view_change(self) -> None:
+        """A view changed: follow it (retarget senders; step down if this
+        replica was replaced)."""
+        view = self.views[self.stage.name]
+        role = view.role_of(self.node)
+        if role == "none" or (role == "secondary" and self.mode is Mode.PRIMARY):
+            self.fence(f"view {view.version}: stage served by {view.primary} at epoch {view.epoch}")
+            return
+        if self.mode is Mode.PRIMARY:
+            self.outbound.reconcile()
+        self.metrics.epoch.set(view.epoch)
+
+    def fence(self, reason: str) -> None:
+        if self.replica.mode is Mode.FENCED:
+            return
+        self.replica.fence()
+        self.outbound.stop()
+        self.events.emit("fenced", stage=self.stage.name, reason=reason)
+        self.fenced.set()
+
+    def _refused(self, sender: EdgeSender, details: str) -> None:
+        """A consumer refused our epoch: we were replaced."""
+        self.fence(f"refused by {sender.target}: {details}")
+
+    # -- operator section ---------------------------------------------------------------------
+
+    async def _operator(self) -> None:
+        replica = self.replica
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if replica.mode is Mode.FENCED:
+                return
+            if replica.mode is Mode.PRIMARY:
+                await self.outbound.wait_room()
+            head = replica.log.head
+            watermark = replica.log.watermark
+            replica.run()
+            self.input_room.set()
+            self.metrics.input_backlog.set(replica.inputs.backlog)
+            if replica.log.head != head or replica.log.watermark != watermark or replica.log.end_of_stream:
+                if replica.mode is Mode.PRIMARY:
+                    self.outbound.appended()
+                self.metrics.watermark.set(replica.log.watermark)
+            self._check_recovered()
+            await asyncio.sleep(0)
+
+    # -- acknowledgements -----------------------------------------------------------------------
+
+    async def _acks(self) -> None:
+        interval = self.topology.config.ack_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if self.replica.mode is Mode.PRIMARY:
+                self.send_acks()
+
+    def send_acks(self) -> None:
+        point = self.replica.level1()
+        epoch = self.views[self.stage.name].epoch
+        for edge in self.stage.inputs:
+            seq = self.replica.level0(edge.id)
+            session = self.sessions.get(edge.id)
+            if session is not None:
+                session.ack(seq, point, epoch)
+            secondary = producer_secondary(self.views, edge)
+            if secondary is not None and secondary != self.node:
+                notice = pb.AckNotice(edge=edge.id, sender=self.node, epoch=epoch, seq=seq)
+                if point is not None:
+                    notice.point.CopyFrom(point_to_pb(point))
+                self._spawn(self._notify(secondary, notice))
+
+    async def _notify(self, node: str, notice: pb.AckNotice) -> None:
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await self.peers.data(node).Ack(notice, timeout=1.0)
+
+    def on_notice(self, notice: pb.AckNotice, point: ResyncPoint | None) -> None:
+        """A consumer's Level-0 (and point) reaching us as its producer's
+        secondary: trim the output queue."""
+        consumer = notice.edge.split("->", 1)[1]
+        if self.views.stale(consumer, notice.epoch) or notice.edge not in self.replica.log.edges:
+            return
+        self.replica.acknowledged(notice.edge, notice.seq, point)
+
+    # -- failure detection and takeover ------------------------------------------------------
+
+    async def _watch_primary(self) -> None:
+        cfg = self.topology.config
+        detector = FailureDetector(cfg.heartbeat_ms / 1000, cfg.timeout_ms / 1000)
+        while self.replica.mode is Mode.SECONDARY:
+            primary = self.views[self.stage.name].primary
+            if primary == self.node:
+                return
+            detector.start(time.monotonic())
+            failed = await self._heartbeat(primary, detector)
+            if not failed or self.replica.mode is not Mode.SECONDARY:
+                continue
+            if self.views[self.stage.name].primary != primary:
+                continue  # someone else already took over
+            await self.takeover(primary, detector.silent_for(time.monotonic()))
+            return
+
+    async def _heartbeat(self, primary: str, detector: FailureDetector) -> bool:
+        """Ping ``primary`` until it fails (True) or stops being the primary
+        (False)."""
+        interval = detector.interval
+        call = self.peers.control(primary).Heartbeat()
+        seen = detector.last_pong is not None
+
+        async def pongs() -> None:
+            async for _ in call:
+                detector.on_pong(time.monotonic())
+
+        reader = asyncio.create_task(pongs())
+        n = 0
+        try:
+            while self.views[self.stage.name].primary == primary and self.replica.mode is Mode.SECONDARY:
+                if reader.done():
+                    # The stream broke: dead if it cannot be re-established now.
+                    return await self._unreachable(primary) if (seen or detector.last_pong) else False
+                n += 1
+                with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                    await call.write(cpb.Ping(n=n, sender=self.node))
+                deadline = time.monotonic() + interval
+                while time.monotonic() < deadline:
+                    if detector.expired(time.monotonic()) and detector.last_pong is not None:
+                        return True
+                    if reader.done():
+                        break
+                    await asyncio.sleep(min(0.01, interval / 10))
+            return False
+        finally:
+            reader.cancel()
+            call.cancel()
+
+    async def _unreachable(self, primary: str) -> bool:
+        try:
+            await self.peers.control(primary).Status(pb.Empty(), timeout=0.2)
+        except grpc.aio.AioRpcError:
+            return True
+        return False
+
+    async def takeover(self, old_primary: str, silent_for: float) -> None:
+        """Algorithm 2 lines 12-20, with fencing: become the primary at
+        epoch + 1 and tell everybody."""
+        self.detected_at = time.time()
+        view = self.views[self.stage.name].promoted(self.node)
+        self.views.apply(view)
+        self.replica.promote()
+        self.events.emit(
+            "failure_detected",
+            stage=self.stage.name,
+            primary=old_primary,
+            silent_ms=round(silent_for * 1000, 1),
+        )
+        self.events.emit(
+            "takeover", stage=self.stage.name, epoch=view.epoch, warming_up=self.replica.warming_up
+        )
+        self.metrics.epoch.set(view.epoch)
+        self.outbound.reconcile()
+        await self.broadcast(view)
+        self._spawn(self._await_recovery_target())
+        self.wake.set()
+
+    async def broadcast(self, view: object) -> None:
+        message = view_to_pb(view)  # type: ignore[arg-type]
+
+        async def tell(node: str) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.peers.control(node).UpdateView(message, timeout=1.0)
+
+        await asyncio.gather(*(tell(n) for n in self.peers.addresses if n != self.node))
+
+    async def _await_recovery_target(self) -> None:
+        """Definition 2: recovery ends when this replica has reproduced the
+        old primary's output, whose extent the consumers tell on
+        connecting."""
+        deadline = time.monotonic() + 5.0
+        consumers = len(self.stage.outputs)
+        while time.monotonic() < deadline:
+            positions = self.outbound.consumer_positions()
+            if len(positions) >= consumers:
+                break
+            await asyncio.sleep(0.002)
+        positions = self.outbound.consumer_positions()
+        self.recovery_target = max(positions.values(), default=self.replica.log.head)
+        self._check_recovered()
+
+    def _check_recovered(self) -> None:
+        if self.recovery_target is None or self.detected_at is None:
+            return
+        if self.replica.warming_up or self.replica.log.head < self.recovery_target:
+            return
+        elapsed = time.time() - self.detected_at
+        self.events.emit(
+            "recovered",
+            stage=self.stage.name,
+            recovery_ms=round(elapsed * 1000, 1),
+            target=self.recovery_target,
+        )
+        self.recovery_target = None
+
+    def bytes_by_edge(self) -> Mapping[tuple[str, str], int]:
+        return self.outbound.bytes_sent
