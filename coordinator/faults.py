@@ -28,6 +28,15 @@ class Fault:
     duration: float = 0.0
     injected_at: float | None = None  # wall clock
 
+    def record(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "kind": self.kind,
+            "at": self.at,
+            "duration": self.duration,
+            "injected_at": self.injected_at,
+        }
+
     async def inject(self, cluster: Cluster) -> None:
         p = cluster.processes[self.node]
         if p.popen is None or not p.alive:
@@ -35,7 +44,6 @@ class Fault:
         self.injected_at = time.time()
         if self.kind == "kill":
             p.expected_exit = True
-            p.killed_at = self.injected_at
             os.kill(p.popen.pid, signal.SIGKILL)
             p.popen.wait()
         else:

@@ -2,10 +2,13 @@
 
 Allocates loopback ports, starts one ``semiactive node`` process per node
 with its log in ``<run-dir>/logs``, waits until all answer, starts the
-sources at a common t0, shows live throughput, injects the faults asked for,
-and at the end stops the sources, lets in-flight tuples drain to the sinks,
-and stops every process. Exits non-zero if a process died unexpectedly or
-the run did not drain. Ctrl-C drains early; a second Ctrl-C kills at once.
+sources at a common t0, shows live throughput, injects the faults asked for
+while the coordinator (:mod:`coordinator.control`) re-protects stages and
+replaces dead nodes, and at the end stops the sources, lets in-flight tuples
+drain to the sinks, and stops every process. Prints detection, recovery and
+bandwidth figures (:mod:`coordinator.report`). Exits non-zero if a process
+died unexpectedly or the run did not drain. Ctrl-C drains early; a second
+Ctrl-C kills at once.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from pathlib import Path
 
 import grpc
 
+from coordinator.control import Coordinator
 from coordinator.faults import Fault, parse_faults
+from coordinator.report import RunReport, analyse
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
-from semiactive.config import ConfigError
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
@@ -61,7 +65,7 @@ class Process:
     metrics_port: int
     popen: subprocess.Popen[bytes] | None = None
     expected_exit: bool = False
-    killed_at: float | None = None
+    restarts: int = 0
     events: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -85,14 +89,14 @@ class Cluster:
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.t0 = 0.0
 
-    # -- start ----------------------------------------------------------------------
+    # -- start --------------------------------------------------------------------------
 
     def allocate(self) -> None:
         fixed = self.topology.config.endpoints
         for name, info in self.topology.nodes.items():
             if name in fixed:
                 ep = fixed[name]
-                if ep.host not in ("127.0.0.1", "localhost") and not ep.host.startswith("127."):
+                if not (ep.host == "localhost" or ep.host.startswith("127.")):
                     raise self.loaded.error(
                         f"cluster up runs on loopback only; {ep.host} is not", "endpoints", name
                     )
@@ -110,15 +114,13 @@ class Cluster:
             p.name: {"host": "127.0.0.1", "port": p.port, "metrics_port": p.metrics_port}
             for p in self.processes.values()
         }
-        endpoints_file = self.run_dir / "endpoints.json"
-        endpoints_file.write_text(json.dumps(endpoints, indent=2))
-        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
+        (self.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2))
         for p in self.processes.values():
-            self.start_process(p, endpoints_file, env)
+            self.start_process(p)
         self.write_cluster_json()
 
-    def start_process(self, p: Process, endpoints_file: Path, env: dict[str, str]) -> None:
-        log = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
+    def start_process(self, p: Process, spare: bool = False) -> None:
+        out = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
         cmd = [
             sys.executable,
             "-m",
@@ -128,14 +130,22 @@ class Cluster:
             str(self.config_path),
             "--name",
             p.name,
-            "--endpoints",
-            str(endpoints_file),
-            "--run-dir",
-            str(self.run_dir),
         ]
-        p.popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        log.close()
-        self.channels[p.name] = grpc.aio.insecure_channel(p.address)
+        cmd += ["--endpoints", str(self.run_dir / "endpoints.json"), "--run-dir", str(self.run_dir)]
+        if spare:
+            cmd.append("--spare")
+        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
+        p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        out.close()
+        if p.name not in self.channels:
+            self.channels[p.name] = grpc.aio.insecure_channel(p.address)
+
+    def restart_as_spare(self, p: Process) -> None:
+        """A replacement machine: the dead node's name and ports, no state."""
+        p.expected_exit = False
+        p.restarts += 1
+        self.start_process(p, spare=True)
+        self.write_cluster_json()
 
     def write_cluster_json(self) -> None:
         doc = {
@@ -148,6 +158,7 @@ class Cluster:
                     "role": p.role,
                     "stage": p.stage,
                     "pid": p.popen.pid if p.popen else None,
+                    "restarts": p.restarts,
                     "ports": {"grpc": p.port, "metrics": p.metrics_port},
                 }
                 for p in self.processes.values()
@@ -169,9 +180,8 @@ class Cluster:
         return [p for p in self.processes.values() if not p.alive and not p.expected_exit]
 
     def log_tail(self, name: str, lines: int = 3) -> str:
-        path = self.run_dir / "logs" / f"{name}.log"
         try:
-            text = path.read_text(errors="replace").strip().splitlines()
+            text = (self.run_dir / "logs" / f"{name}.log").read_text(errors="replace").strip().splitlines()
         except OSError:
             return ""
         return " | ".join(text[-lines:])
@@ -197,10 +207,10 @@ class Cluster:
         )
         self.write_cluster_json()
 
-    # -- stop -------------------------------------------------------------------------
+    # -- stop ---------------------------------------------------------------------------
 
     async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> bool:
-        """Stop the sources and wait until every live sink has everything."""
+        """Stop the sources and wait until every sink has everything."""
         for p in self.processes.values():
             if p.role == "source" and p.alive:
                 with contextlib.suppress(grpc.aio.AioRpcError):
@@ -208,11 +218,11 @@ class Cluster:
         deadline = time.monotonic() + timeout
         sinks = [p for p in self.processes.values() if p.role == "sink"]
         while time.monotonic() < deadline:
-            states = [await self.status(p.name) for p in sinks if p.alive]
-            if all(s is not None and s.finished for s in states) and all(p.alive for p in sinks):
-                return True
             if any(not p.alive for p in sinks):
                 return False
+            states = [await self.status(p.name) for p in sinks]
+            if all(s is not None and s.finished for s in states):
+                return True
             await asyncio.sleep(0.1)
         return False
 
@@ -231,29 +241,29 @@ class Cluster:
 
     def kill_all(self) -> None:
         for p in self.processes.values():
-            if p.popen is not None:
-                if p.popen.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.popen.pid, signal.SIGKILL)
-                    # A frozen process must be able to die.
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(p.popen.pid, signal.SIGCONT)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.popen.wait(timeout=5)
+            if p.popen is None:
+                continue
+            if p.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.popen.pid, signal.SIGKILL)
+                # A frozen process must be able to die.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.popen.pid, signal.SIGCONT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=5)
 
 
 async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show: bool) -> None:
     """Run for ``duration`` seconds, injecting faults and printing a line per
-    second: elapsed time, rows produced by the sources and delivered to the
-    sinks per second."""
+    second: elapsed time and rows per second at each source and sink."""
     started = time.monotonic()
     last: dict[str, int] = {}
     pending = sorted(faults, key=lambda f: f.at)
+    next_line = 0.0
     while True:
         elapsed = time.monotonic() - started
         while pending and pending[0].at <= elapsed:
-            fault = pending.pop(0)
-            await fault.inject(cluster)
+            await pending.pop(0).inject(cluster)
         if elapsed >= duration:
             return
         dead = cluster.dead()
@@ -261,7 +271,8 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
             raise RuntimeError(
                 ", ".join(f"{p.name} died unexpectedly: {cluster.log_tail(p.name)}" for p in dead)
             )
-        if show:
+        if show and elapsed >= next_line:
+            next_line = elapsed + 1.0
             parts = []
             for p in cluster.processes.values():
                 if p.role not in ("source", "sink") or not p.alive:
@@ -270,12 +281,11 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
                 if st is None:
                     continue
                 count = st.tuples_out if p.role == "source" else st.tuples_in
-                rate = count - last.get(p.name, 0)
+                parts.append(f"{p.name} {count - last.get(p.name, 0):,}/s")
                 last[p.name] = count
-                parts.append(f"{p.name} {rate:,}/s")
             sys.stderr.write(f"\r  t={elapsed:5.1f}s  " + "  ".join(parts) + "   ")
             sys.stderr.flush()
-        await asyncio.sleep(min(1.0, max(0.05, duration - elapsed)) if not pending else 0.05)
+        await asyncio.sleep(0.02)
 
 
 async def run_cluster(
@@ -285,10 +295,14 @@ async def run_cluster(
     kills: list[str],
     stops: list[str],
     progress: bool = True,
+    faults: list[Fault] | None = None,
+    report_to: list[RunReport] | None = None,
 ) -> int:
+    """Run a cluster; ``faults`` adds programmatic faults to ``--kill`` and
+    ``--stop``; the run's report is appended to ``report_to``."""
     run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     cluster = Cluster(config, run_dir)
-    faults = parse_faults(kills, stops, cluster.topology)
+    planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
     cluster.allocate()
     print(f"run directory: {run_dir}", file=sys.stderr)
     loop = asyncio.get_running_loop()
@@ -303,11 +317,13 @@ async def run_cluster(
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     code = 0
+    coordinator: asyncio.Task[None] | None = None
     try:
         cluster.spawn()
         await cluster.wait_ready()
         await cluster.start()
-        run = asyncio.create_task(_progress(cluster, duration, faults, progress))
+        coordinator = asyncio.create_task(Coordinator(cluster).run())
+        run = asyncio.create_task(_progress(cluster, duration, planned, progress))
         stop = asyncio.create_task(interrupted.wait())
         await asyncio.wait([run, stop], return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
@@ -324,39 +340,18 @@ async def run_cluster(
         if not drained:
             print("the run did not drain: sinks did not receive the end of stream in time", file=sys.stderr)
         code = 0 if drained and not dead else 1
-        report = summarize(cluster)
-        print(report, file=sys.stderr)
     except RuntimeError as exc:
         print(f"semiactive: {exc}", file=sys.stderr)
         code = 1
     finally:
+        if coordinator is not None:
+            coordinator.cancel()
         loop.remove_signal_handler(signal.SIGINT)
+        (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+        (run_dir / "telemetry" / "faults.json").write_text(json.dumps([f.record() for f in planned]))
         await cluster.shutdown()
+    report = analyse(cluster.topology, run_dir)
+    print(report.describe(), file=sys.stderr)
+    if report_to is not None:
+        report_to.append(report)
     return code
-
-
-def summarize(cluster: Cluster) -> str:
-    lines = []
-    for p in cluster.processes.values():
-        if p.role == "sink":
-            report = cluster.run_dir / "telemetry" / f"{p.name}.latency.json"
-            if report.exists():
-                data = json.loads(report.read_text())
-                lines.append(
-                    f"{p.name}: {data['delivered']:,} rows; latency p50 {_ms(data.get('p50_ms'))}, "
-                    f"p99 {_ms(data.get('p99_ms'))}"
-                )
-        if p.role == "source":
-            end = cluster.run_dir / "sources" / f"{p.name}.end.json"
-            if end.exists():
-                lines.append(f"{p.name}: emitted {json.loads(end.read_text())['count']:,} rows")
-    return "\n".join(lines)
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f} ms"
-
-
-def main_error(exc: ConfigError) -> int:
-    print(f"semiactive: {exc}", file=sys.stderr)
-    return 2

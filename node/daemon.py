@@ -357,8 +357,12 @@ class NodeDaemon:
     async def _watch(self) -> None:
         """Report finishing once; exit when asked to once drained."""
         reported = False
+        last_summary = time.monotonic()
         while True:
             await asyncio.sleep(0.05)
+            if time.monotonic() - last_summary > 1.0:
+                last_summary = time.monotonic()
+                self._write_summary()  # a killed node leaves its last counts
             if self.finished and not reported:
                 reported = True
                 log.info("%s finished: end of stream delivered", self.name)

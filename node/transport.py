@@ -259,6 +259,10 @@ class EdgeSender:
             try:
                 await self._session()
                 backoff = 0.02
+            except (grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+                # A write on a stream the peer already closed: a lost connection.
+                self.connected.clear()
+                self.last_error = str(exc)
             except grpc.aio.AioRpcError as exc:
                 self.connected.clear()
                 code = exc.code()

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from node.cql import plan
 from node.engine import planner
+from node.engine.compiled import compile_plan
 from node.engine.elements import Element
 from node.engine.operators.base import EMPTY, Operator, SliceContext
 from node.engine.ordering import StepKind, dts_order
@@ -42,6 +43,7 @@ class Engine:
         max_slice_ms: int | None = None,
         fuse: bool = True,
         lineage: bool = False,
+        compiled: bool = True,
     ) -> None:
         self.program = program
         physical = planner.build(program, fuse=fuse)
@@ -70,6 +72,18 @@ class Engine:
         self.ctx = SliceContext()
         for op in self.operators:
             op.ctx = self.ctx
+        self._compiled = (
+            compile_plan(
+                self.operators,
+                steps,
+                list(self.output_ops.values()),
+                self.slice_ms,
+                self.ctx,
+                self._floor if lineage else None,
+            )
+            if compiled
+            else None
+        )
 
     # -- feeding -----------------------------------------------------------
 
@@ -92,7 +106,9 @@ class Engine:
         results: dict[str, list[Element]] = {name: [] for name, _ in self._outputs}
         if watermark <= self.time:
             return results
-        if self.slice_ms is None:
+        if self._compiled is not None:
+            self._compiled.advance(watermark, *results.values())
+        elif self.slice_ms is None:
             self._slice(watermark, results)
         else:
             width = self.slice_ms
@@ -106,6 +122,8 @@ class Engine:
 
     def next_event(self) -> int | None:
         """The earliest instant at which some fire point will produce."""
+        if self._compiled is not None:
+            return self._compiled.next_event()
         times = [t for t in (op.next_fire() for op in self._timed) if t is not None]
         return min(times) if times else None
 

@@ -205,3 +205,11 @@ def row_function(
 
 def scalar_function(expr: plan.Expr, offset: int = VALUES) -> Callable[[tuple[Any, ...]], Any]:
     return build(f"lambda e: {source(expr, 'e', offset)}")  # type: ignore[no-any-return]
+
+
+def element_source(var: str, width: int, ts: str | None = None, sign: str | None = None) -> str:
+    """Source of a copy of element ``var`` (``width`` values) with ``ts`` and
+    ``sign`` replaced: spelled out field by field, which CPython builds about
+    twice as fast as ``(ts, *var[1:])``."""
+    values = "".join(f", {var}[{VALUES + i}]" for i in range(width))
+    return f"({ts or var + '[0]'}, {var}[1], {sign or var + '[2]'}{values})"

@@ -199,7 +199,7 @@ class _Builder:
         if isinstance(node, plan.ToStream):
             return ToStreamOp(node.op, node.op.value), [node.child]
         if isinstance(node, plan.Delay):
-            return DelayOp(node.delay_ms, f"delay {node.delay_ms}ms"), [node.child]
+            return DelayOp(node.delay_ms, len(node.schema), f"delay {node.delay_ms}ms"), [node.child]
         raise TypeError(f"cannot execute plan node {node!r}")
 
     def _window(self, node: plan.Window) -> Operator:

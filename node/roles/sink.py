@@ -29,9 +29,13 @@ class SinkRole:
         self.delivered = 0
         self.run_dir = run_dir
         self._out: IO[str] | None = None
+        self._arrivals: IO[str] | None = None
         if run_dir is not None:
             (run_dir / "sink").mkdir(parents=True, exist_ok=True)
+            (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
             self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
+            # One line per delivered batch: wall time, first seq, count (output gaps).
+            self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("w", buffering=1 << 14)
 
     def start(self, t0: float) -> None:
         self.t0 = t0
@@ -62,6 +66,8 @@ class SinkRole:
             if self._out is not None:
                 self._out.write("".join([fmt(r[1], r) for r in rows]))
                 self._out.flush()
+            if self._arrivals is not None:
+                self._arrivals.write(f"{time.time():.4f} {rows[0][1]} {len(rows)}\n")
             self.delivered += len(rows)
             if self.t0 is not None:
                 now_ms = (time.time() - self.t0) * 1000
@@ -78,6 +84,9 @@ class SinkRole:
         return self.edge.end_of_stream and not self.edge.pending
 
     def close(self) -> None:
+        if self._arrivals is not None:
+            self._arrivals.close()
+            self._arrivals = None
         if self._out is not None:
             self._out.close()
             self._out = None

@@ -2,7 +2,9 @@
 
 Per instant, the operator applies every change to its group's accumulators
 and then emits, for each group whose result row changed, ``-old`` and
-``+new``. Accumulators are exact, so a result depends only on the multiset
+``+new``. The loop is generated per query (accumulators inline, as in
+``fused``): per change it costs a few list-slot updates, not method calls.
+Accumulators are exact, so a result depends only on the multiset
 in the group, never on the order changes arrived in: a secondary that rebuilt
 the same window from a later starting point gets bit-identical floats. Float
 sums keep Shewchuk's non-overlapping partials (as ``math.fsum`` does) and
@@ -13,37 +15,45 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from node.cql import plan
 from node.engine import expressions
 from node.engine.elements import Element, Row
-from node.engine.operators.base import Operator, instants
+from node.engine.operators.base import Operator
 
 
-class ExactFloatSum:
-    __slots__ = ("partials",)
-
-    def __init__(self) -> None:
-        self.partials: list[float] = []
-
-    def add(self, x: float) -> None:
-        partials = self.partials
-        i = 0
-        for y in partials:
-            if abs(x) < abs(y):
-                x, y = y, x
-            hi = x + y
-            lo = y - (hi - x)
-            if lo:
-                partials[i] = lo
-                i += 1
-            x = hi
-        partials[i:] = [x]
-
-    def value(self) -> float:
-        return math.fsum(self.partials)
+def exact_add(partials: list[float], x: float) -> None:
+    """Add ``x`` to a sum kept as Shewchuk's non-overlapping partials (as
+    ``math.fsum`` keeps them); ``math.fsum(partials)`` reads it, rounded
+    once. The sum of at most one partial, the common case, is unrolled."""
+    if not partials:
+        partials.append(x)
+        return
+    if len(partials) == 1:
+        y = partials[0]
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[0] = lo
+            partials.append(hi)
+        else:
+            partials[0] = hi
+        return
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
 
 
 class _Reversed:
@@ -61,54 +71,7 @@ class _Reversed:
         return isinstance(other, _Reversed) and self.v == other.v
 
 
-class Accumulator:
-    def add(self, value: Any, sign: int) -> None:
-        raise NotImplementedError
-
-    def result(self) -> Any:
-        raise NotImplementedError
-
-
-class CountAcc(Accumulator):
-    """COUNT(*) when ``star``; COUNT(e) counts non-NULL values."""
-
-    def __init__(self, star: bool) -> None:
-        self.star = star
-        self.n = 0
-
-    def add(self, value: Any, sign: int) -> None:
-        if self.star or value is not None:
-            self.n += sign
-
-    def result(self) -> Any:
-        return self.n
-
-
-class SumAcc(Accumulator):
-    def __init__(self, floating: bool, average: bool) -> None:
-        self.floating = floating
-        self.average = average
-        self.n = 0
-        self.total: int = 0
-        self.exact = ExactFloatSum() if floating else None
-
-    def add(self, value: Any, sign: int) -> None:
-        if value is None:
-            return
-        self.n += sign
-        if self.exact is not None:
-            self.exact.add(value if sign > 0 else -value)
-        else:
-            self.total += value if sign > 0 else -value
-
-    def result(self) -> Any:
-        if self.n <= 0:
-            return None
-        total = self.exact.value() if self.exact is not None else self.total
-        return total / self.n if self.average else total
-
-
-class MinMaxAcc(Accumulator):
+class MinMaxAcc:
     """A multiset with a lazily cleaned heap: deletions may come in any order."""
 
     def __init__(self, largest: bool) -> None:
@@ -137,32 +100,64 @@ class MinMaxAcc(Accumulator):
         return None
 
 
-def accumulator_factory(call: plan.AggCall) -> Callable[[], Accumulator]:
-    floating = call.type.name is plan.TypeName.FLOAT or (
-        call.arg is not None and call.arg.type.name is plan.TypeName.FLOAT
-    )
-    if call.func is plan.AggFunc.COUNT:
-        star = call.arg is None
-        return lambda: CountAcc(star)
-    if call.func in (plan.AggFunc.SUM, plan.AggFunc.AVG):
-        average = call.func is plan.AggFunc.AVG
-        arg_float = call.arg is not None and call.arg.type.name is plan.TypeName.FLOAT
-        return lambda: SumAcc(arg_float or (floating and not average), average)
-    largest = call.func is plan.AggFunc.MAX
-    return lambda: MinMaxAcc(largest)
+_PROCESS = """
+def process(self, batch, t_hi):
+    if not batch:
+        return batch
+    groups = self.groups
+    get = groups.get
+    ctx = self.ctx
+    out = []
+    append = out.append
+    changed = {{}}
+    cur = batch[0][0]
+    for e in batch:
+        if e[0] != cur:
+{flush8}
+            changed = {{}}
+            cur = e[0]
+        k = {key}
+        g = get(k)
+        if g is None:
+            g = groups[k] = [0, None, 0{init}]
+            changed[k] = None
+        elif k not in changed:
+            changed[k] = g[1]
+        s = e[2]
+        g[0] += s
+{update}
+{flush0}
+    return out
+"""
+
+# Emits, for every group touched at instant ``cur``, -old and +new if its row changed.
+_FLUSH = """
+lin = ctx.floor
+for k, old in changed.items():
+    g = groups[k]
+    new = (*k, {results}) if g[0] > 0 else None
+    if new != old:
+        if old is not None:
+            append((cur, g[2], -1, *old))
+        if new is not None:
+            g[2] = lin
+            append((cur, lin, 1, *new))
+        g[1] = new
+    if g[0] <= 0:
+        del groups[k]
+"""
 
 
-class _Group:
-    __slots__ = ("accs", "lin", "n", "row")
-
-    def __init__(self, accs: list[Accumulator]) -> None:
-        self.n = 0
-        self.accs = accs
-        self.row: Row | None = None
-        self.lin = 0
+def _indent(code: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "\n".join(pad + line for line in code.strip("\n").splitlines())
 
 
 class AggregateOp(Operator):
+    """GROUP BY as one generated loop (see the module doc). A group is a
+    list ``[n, row, lin, accumulator slots...]``: ``n`` counts the group's
+    rows, ``row`` is the result row last emitted and ``lin`` its lineage."""
+
     def __init__(
         self,
         group_by: Sequence[plan.Expr],
@@ -170,44 +165,55 @@ class AggregateOp(Operator):
         label: str = "",
     ) -> None:
         super().__init__(label)
-        self.key: Callable[[Element], Row] = (
-            expressions.row_function(tuple(group_by)) if group_by else (lambda e: ())
+        self.groups: dict[Row, list[Any]] = {}
+        key = "".join(f"{expressions.source(x, 'e')}, " for x in group_by)
+        init: list[str] = []
+        update: list[str] = []
+        results: list[str] = []
+        for call in aggregates:
+            slot = 3 + len(init)
+            g = f"g[{slot}]"
+            if call.arg is None:
+                results.append("g[0]")
+                continue
+            update.append(f"v = {expressions.source(call.arg, 'e')}")
+            if call.func is plan.AggFunc.COUNT:
+                init.append("0")
+                update.append(f"if v is not None: {g} += s")
+                results.append(g)
+            elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+                init.append(f"_MinMaxAcc({call.func is plan.AggFunc.MAX})")
+                update.append(f"{g}.add(v, s)")
+                results.append(f"{g}.result()")
+            else:
+                total = f"g[{slot + 1}]"
+                floating = call.arg.type.name is plan.TypeName.FLOAT or (
+                    call.func is plan.AggFunc.SUM and call.type.name is plan.TypeName.FLOAT
+                )
+                init += ["0", "[]" if floating else "0"]
+                add = (
+                    f"_exact_add({total}, v if s > 0 else -v)"
+                    if floating
+                    else f"{total} += v if s > 0 else -v"
+                )
+                update.append(f"if v is not None: {g} += s; {add}")
+                value = f"_fsum({total})" if floating else total
+                if call.func is plan.AggFunc.AVG:
+                    value = f"{value} / {g}"
+                results.append(f"({value} if {g} > 0 else None)")
+        flush = _FLUSH.format(results=", ".join(results))
+        code = _PROCESS.format(
+            key=f"({key})",
+            init="".join(f", {x}" for x in init),
+            update=_indent("\n".join(update) or "pass", 8),
+            flush8=_indent(flush, 12),
+            flush0=_indent(flush, 4),
         )
-        args = tuple(a.arg if a.arg is not None else plan.Literal(plan.INTEGER, 1) for a in aggregates)
-        self.args: Callable[[Element], Row] = expressions.row_function(args) if args else (lambda e: ())
-        self.factories = [accumulator_factory(a) for a in aggregates]
-        self.groups: dict[Row, _Group] = {}
+        namespace: dict[str, Any] = dict(expressions.RUNTIME)
+        namespace.update(_exact_add=exact_add, _fsum=math.fsum, _MinMaxAcc=MinMaxAcc)
+        exec(compile(code, "<semiactive-aggregate>", "exec"), namespace)  # noqa: S102
+        self._process = namespace["process"]
+        self.source = code
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
-        batch = inputs[0]
-        if not batch:
-            return batch
-        out: list[Element] = []
-        groups, key, args = self.groups, self.key, self.args
-        for ts, part in instants(batch):
-            changed: dict[Row, Row | None] = {}
-            for e in part:
-                k = key(e)
-                g = groups.get(k)
-                if g is None:
-                    g = groups[k] = _Group([f() for f in self.factories])
-                if k not in changed:
-                    changed[k] = g.row
-                sign = e[2]
-                g.n += sign
-                for acc, value in zip(g.accs, args(e), strict=True):
-                    acc.add(value, sign)
-            lin = self.ctx.floor
-            for k, old in changed.items():
-                g = groups[k]
-                new = (*k, *(a.result() for a in g.accs)) if g.n > 0 else None
-                if new != old:
-                    if old is not None:
-                        out.append((ts, g.lin, -1, *old))
-                    if new is not None:
-                        g.lin = lin
-                        out.append((ts, lin, 1, *new))
-                    g.row = new
-                if g.n <= 0:
-                    del groups[k]
-        return out
+        return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]

@@ -20,8 +20,10 @@ from node.engine.operators.base import Operator, instants2, merge_by_ts
 class SelectOp(Operator):
     def __init__(self, predicate: plan.Expr, label: str = "") -> None:
         super().__init__(label)
-        cond = expressions.source(predicate, "e")
-        self._run = expressions.build(f"lambda b: [e for e in b if {cond}]")
+        #: The predicate as Python source over element ``e`` (the compiled
+        #: slice inlines it).
+        self.condition = expressions.source(predicate, "e")
+        self._run = expressions.build(f"lambda b: [e for e in b if {self.condition}]")
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
@@ -32,7 +34,9 @@ class ProjectOp(Operator):
     def __init__(self, exprs: Sequence[plan.Expr], label: str = "") -> None:
         super().__init__(label)
         items = "".join(f", {expressions.source(x, 'e')}" for x in exprs)
-        self._run = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
+        #: The output element as Python source over element ``e``.
+        self.element = f"(e[0], e[1], e[2]{items})"
+        self._run = expressions.build(f"lambda b: [{self.element} for e in b]")
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
@@ -105,15 +109,15 @@ class UnionOp(Operator):
         super().__init__(label)
         self.keep_all = keep_all or kind is plan.Kind.STREAM
         self.seen = Multiset()
-        self._widen: Any = None
+        self.widen: Any = None
         if any(widen):
             items = "".join(f", float(e[{i + 3}])" if w else f", e[{i + 3}]" for i, w in enumerate(widen))
-            self._widen = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
+            self.widen = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         left, right = inputs
-        if self._widen is not None:
-            left, right = self._widen(left), self._widen(right)
+        if self.widen is not None:
+            left, right = self.widen(left), self.widen(right)
         merged = merge_by_ts(left, right)
         if self.keep_all:
             return merged

@@ -4,11 +4,14 @@ scans, ISTREAM / DSTREAM / RSTREAM, and the delay operator of seed 001.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import operator
 from collections import deque
 from collections.abc import Sequence
 
 from node.cql import plan
+from node.engine import expressions
 from node.engine.elements import Element, Row
 from node.engine.operators.base import EMPTY, Operator, instants
 from node.engine.operators.relational import Multiset
@@ -76,40 +79,69 @@ class ToStreamOp(Operator):
         super().__init__(label)
         self.op = op
         self.relation = Multiset() if op is plan.StreamOp.RSTREAM else None
+        self.want = 1 if op is plan.StreamOp.ISTREAM else -1
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
         if not batch:
             return EMPTY
+        if self.relation is not None:
+            return self._rstream(batch)
+        if batch[0][0] == batch[-1][0]:
+            return self._changes(batch[0][0], batch)
         out: list[Element] = []
-        want = 1 if self.op is plan.StreamOp.ISTREAM else -1
-        floor = self.ctx.floor
         for ts, part in instants(batch):
-            if self.relation is not None:
-                for e in part:
-                    self.relation.add(e[3:], e[2], e[1])
-                for row, (count, lin) in self.relation.counts.items():
-                    out.extend([(ts, lin, 1, *row)] * count)
-            else:
-                net: dict[Row, list[int]] = {}
-                for e in part:
-                    row = e[3:]
-                    entry = net.get(row)
-                    if entry is None:
-                        net[row] = [e[2], e[1]]
+            out += self._changes(ts, part)
+        return out
+
+    def _rstream(self, batch: list[Element]) -> list[Element]:
+        out: list[Element] = []
+        relation = self.relation
+        assert relation is not None
+        for ts, part in instants(batch):
+            for e in part:
+                relation.add(e[3:], e[2], e[1])
+            for row, (count, lin) in relation.counts.items():
+                out.extend([(ts, lin, 1, *row)] * count)
+        return out
+
+    def _changes(self, ts: int, part: list[Element]) -> list[Element]:
+        """ISTREAM / DSTREAM of one instant: the rows whose net count moved
+        the wanted way, in order of first appearance. When the slice floor is
+        below every lineage in the instant (always, without lineage tracking)
+        all outputs carry the floor and the counting skips lineage."""
+        want = self.want
+        floor = self.ctx.floor
+        out: list[Element] = []
+        if floor <= min(map(_lineage, part)):
+            net: dict[Row, int] = {}
+            get = net.get
+            for e in part:
+                row = e[3:]
+                net[row] = get(row, 0) + e[2]
+            for row, count in net.items():
+                count *= want
+                if count > 0:
+                    item = (ts, floor, 1, *row)
+                    if count == 1:
+                        out.append(item)
                     else:
-                        entry[0] += e[2]
-                        if e[1] < entry[1]:
-                            entry[1] = e[1]
-                for row, (count, lin) in net.items():
-                    if count * want > 0:
-                        if floor < lin:
-                            lin = floor
-                        item = (ts, lin, 1, *row)
-                        if count * want == 1:
-                            out.append(item)
-                        else:
-                            out.extend([item] * (count * want))
+                        out.extend([item] * count)
+            return out
+        entries: dict[Row, list[int]] = {}
+        for e in part:
+            row = e[3:]
+            entry = entries.get(row)
+            if entry is None:
+                entries[row] = [e[2], e[1]]
+            else:
+                entry[0] += e[2]
+                if e[1] < entry[1]:
+                    entry[1] = e[1]
+        for row, (count, lin) in entries.items():
+            count *= want
+            if count > 0:
+                out.extend([(ts, min(floor, lin), 1, *row)] * count)
         return out
 
 
@@ -119,26 +151,35 @@ class DelayOp(Operator):
     On a cycle the scheduler splits the operator: :meth:`emit` runs first in
     each slice (the delay is a fire point) and :meth:`absorb` last, which is
     how the cycle is cut (seed 001, 3.2). Off a cycle it is an ordinary
-    operator (:meth:`process`)."""
+    operator (:meth:`process`). Tuples wait as the shifted batches they
+    arrived in (batches of successive slices never overlap in time), so a
+    slice of one instant costs one list copy in and one pop out."""
 
     timed = True
 
-    def __init__(self, delay_ms: int, label: str = "") -> None:
+    def __init__(self, delay_ms: int, width: int, label: str = "") -> None:
         super().__init__(label)
         self.delay_ms = delay_ms
-        self.pending: deque[Element] = deque()
+        self.pending: deque[list[Element]] = deque()
+        self.shift = expressions.build(
+            f"lambda b: [{expressions.element_source('e', width, ts=f'e[0] + {delay_ms}')} for e in b]"
+        )
 
     def absorb(self, batch: list[Element]) -> None:
-        d = self.delay_ms
-        self.pending.extend([(e[0] + d, *e[1:]) for e in batch])
+        if batch:
+            self.pending.append(self.shift(batch))
 
     def emit(self, t_hi: int) -> list[Element]:
         pending = self.pending
-        if not pending or pending[0][0] > t_hi:
+        if not pending or pending[0][0][0] > t_hi:
             return EMPTY
-        out: list[Element] = []
-        while pending and pending[0][0] <= t_hi:
-            out.append(pending.popleft())
+        out = pending.popleft()
+        while pending and pending[0][0][0] <= t_hi:
+            out = out + pending.popleft()
+        if out[-1][0] > t_hi:
+            cut = bisect.bisect_right(out, t_hi, key=_ts)
+            pending.appendleft(out[cut:])
+            out = out[:cut]
         return out
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
@@ -146,7 +187,11 @@ class DelayOp(Operator):
         return self.emit(t_hi)
 
     def next_fire(self) -> int | None:
-        return int(self.pending[0][0]) if self.pending else None
+        return int(self.pending[0][0][0]) if self.pending else None
 
     def state_low(self) -> int | None:
-        return min((e[1] for e in self.pending), default=None)
+        return min((e[1] for batch in self.pending for e in batch), default=None)
+
+
+_ts = operator.itemgetter(0)
+_lineage = operator.itemgetter(1)

@@ -1,0 +1,154 @@
+"""What a run measured (seed 002, definitions 1 and 2), from its run
+directory: per fault, detection time (fault to the secondary's verdict),
+recovery time (verdict to the new primary reproducing the old primary's
+output) and the sink's output gap; per protected stage, bandwidth
+overhead = backup bytes / main bytes on the edges into it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from semiactive.topology import Topology
+
+
+@dataclass
+class FaultResult:
+    node: str
+    kind: str
+    at: float
+    detected_by: str | None = None
+    detection_ms: float | None = None
+    recovery_ms: float | None = None
+    sink_gap_ms: float | None = None
+
+
+@dataclass
+class StageBandwidth:
+    stage: str
+    main_bytes: int
+    backup_bytes: int
+
+    @property
+    def overhead(self) -> float | None:
+        return self.backup_bytes / self.main_bytes if self.main_bytes else None
+
+
+@dataclass
+class RunReport:
+    faults: list[FaultResult] = field(default_factory=list)
+    bandwidth: list[StageBandwidth] = field(default_factory=list)
+    sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    emitted: dict[str, int] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        lines = [f"{name}: emitted {count:,} rows" for name, count in self.emitted.items()]
+        for name, data in self.sinks.items():
+            p50, p99 = data.get("p50_ms"), data.get("p99_ms")
+            latency = (
+                f"; latency p50 {p50:.1f} ms, p99 {p99:.1f} ms" if p50 is not None and p99 is not None else ""
+            )
+            lines.append(f"{name}: {data.get('delivered', 0):,} rows{latency}")
+        for f in self.faults:
+            parts = [f"{f.kind} {f.node} at {f.at:g} s"]
+            if f.detection_ms is not None:
+                parts.append(f"detected by {f.detected_by} after {f.detection_ms:.0f} ms")
+            if f.recovery_ms is not None:
+                parts.append(f"recovered {f.recovery_ms:.1f} ms later")
+            if f.sink_gap_ms is not None:
+                parts.append(f"sink output gap {f.sink_gap_ms:.0f} ms")
+            lines.append("; ".join(parts))
+        for b in self.bandwidth:
+            overhead = f"{b.overhead:.1%}" if b.overhead is not None else "-"
+            lines.append(
+                f"{b.stage}: main {b.main_bytes / 1e3:,.1f} kB, backup {b.backup_bytes / 1e3:,.1f} kB, "
+                f"overhead {overhead}"
+            )
+        return "\n".join(lines)
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def analyse(topology: Topology, run_dir: Path) -> RunReport:
+    telemetry = run_dir / "telemetry"
+    report = RunReport()
+    for stage in topology.stages.values():
+        end = run_dir / "sources" / f"{stage.name}.end.json"
+        if stage.role == "source" and end.exists():
+            report.emitted[stage.name] = json.loads(end.read_text())["count"]
+        latency = telemetry / f"{stage.name}.latency.json"
+        if stage.role == "sink" and latency.exists():
+            report.sinks[stage.name] = json.loads(latency.read_text())
+    events = sorted(
+        (e for path in telemetry.glob("events-*.jsonl") for e in _jsonl(path)), key=lambda e: float(e["t"])
+    )
+    arrivals = _arrival_times(telemetry)
+    faults_file = telemetry / "faults.json"
+    for record in json.loads(faults_file.read_text()) if faults_file.exists() else []:
+        if record.get("injected_at") is None:
+            continue
+        report.faults.append(_fault(record, events, arrivals))
+    report.bandwidth = _bandwidth(topology, telemetry)
+    return report
+
+
+def _fault(record: dict[str, Any], events: list[dict[str, Any]], arrivals: list[float]) -> FaultResult:
+    at = float(record["injected_at"])
+    result = FaultResult(record["node"], record["kind"], float(record["at"]))
+    detected = next(
+        (
+            e
+            for e in events
+            if e["event"] == "failure_detected" and e.get("primary") == record["node"] and e["t"] >= at
+        ),
+        None,
+    )
+    if detected is not None:
+        result.detected_by = detected["node"]
+        result.detection_ms = (float(detected["t"]) - at) * 1000
+        recovered = next(
+            (
+                e
+                for e in events
+                if e["event"] == "recovered" and e["node"] == detected["node"] and e["t"] >= detected["t"]
+            ),
+            None,
+        )
+        if recovered is not None:
+            result.recovery_ms = float(recovered["recovery_ms"])
+    window = [t for t in arrivals if at - 0.001 <= t <= at + 10]
+    before = [t for t in arrivals if t < at]
+    if window:
+        points = ([before[-1]] if before else []) + window
+        result.sink_gap_ms = max((b - a for a, b in itertools.pairwise(points)), default=0.0) * 1000
+    return result
+
+
+def _arrival_times(telemetry: Path) -> list[float]:
+    times: list[float] = []
+    for path in telemetry.glob("*.arrivals"):
+        times += [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
+    return sorted(times)
+
+
+def _bandwidth(topology: Topology, telemetry: Path) -> list[StageBandwidth]:
+    sent: dict[tuple[str, str], int] = {}
+    for path in telemetry.glob("*.summary.json"):
+        for item in json.loads(path.read_text()).get("bytes", []):
+            key = (item["edge"], item["channel"])
+            sent[key] = sent.get(key, 0) + int(item["bytes"])
+    out = []
+    for stage in topology.stages.values():
+        if stage.config is None or stage.config.ha.mode == "none":
+            continue
+        main = sum(sent.get((e.id, "data"), 0) for e in stage.inputs)
+        backup = sum(sent.get((e.id, "backup"), 0) for e in stage.inputs)
+        out.append(StageBandwidth(stage.name, main, backup))
+    return out

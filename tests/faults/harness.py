@@ -1,0 +1,92 @@
+"""Run a protected chain as real processes with real signals, and check the
+sink against the failure-free reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from coordinator.verify import check_run
+from semiactive import config, topology
+from tests.processes import assert_no_processes, chain_config, semiactive, write_config
+
+SELECTION = [
+    "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 100",
+    "REGISTER QUERY s2 AS SELECT id, val * 2 AS v FROM s1 WHERE val % 3 != 0",
+    "REGISTER QUERY s3 AS SELECT * FROM s2",
+]
+AGGREGATE = [
+    "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
+    "REGISTER QUERY s2 AS ISTREAM(SELECT SUM(val) AS total, COUNT(*) AS n FROM s1 [Rows 100 Slide 10])",
+    "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
+]
+JOIN = [
+    "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
+    "REGISTER QUERY s2 AS ISTREAM(SELECT s1.id, s1.val, t0.val AS v2 FROM s1 [Rows 20], t0 [Range 30] "
+    "WHERE s1.val % 50 = t0.val % 50)",
+    "REGISTER QUERY s3 AS SELECT * FROM s2",
+]
+
+
+def protected_chain(
+    tmp: Path, queries: list[str], mode: str = "sas", batch: int = 100, second_source: bool = False
+) -> Path:
+    """source -> node-1 -> node-2 -> node-3 -> sink, stage i protected by
+    ``sec-i``; two standing spares for re-protection."""
+    cfg: dict[str, Any] = chain_config(queries, name=f"faults-{mode}")
+    if second_source:
+        cfg["sources"].append(
+            {
+                "name": "node-t",
+                "stream": "t0",
+                "schema": {"id": "integer", "val": "integer"},
+                "rate": [{"at_s": 0, "tuples_per_s": 300}],
+                "seed": 5,
+            }
+        )
+    for i, stage in enumerate(cfg["stages"], start=1):
+        stage["ha"] = {"mode": mode, "batch_size": batch, "secondary": f"sec-{i}"}
+    cfg["spares"] = ["spare-1", "spare-2"]
+    return write_config(tmp / f"chain-{mode}.yaml", cfg)
+
+
+def run(config_path: Path, run_dir: Path, *faults: str, duration: float = 4.0) -> dict[str, Any]:
+    """``cluster up`` with ``faults`` (CLI arguments such as ``--kill``,
+    ``node-2@1.5``); assert the sink equals the reference; return the run's
+    telemetry."""
+    result = semiactive(
+        "cluster",
+        "up",
+        str(config_path),
+        "--duration",
+        str(duration),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        *faults,
+        timeout=180,
+    )
+    assert_no_processes(str(run_dir))
+    assert result.returncode == 0, result.stderr
+    checks = check_run(topology.resolve(config.load(config_path)), run_dir)
+    for check in checks:
+        assert check.ok, check.describe() + "\n" + result.stderr
+        assert check.delivered > 0
+    return {"stderr": result.stderr, "events": events(run_dir), "bytes": byte_counts(run_dir)}
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in (run_dir / "telemetry").glob("events-*.jsonl"):
+        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return sorted(out, key=lambda e: float(e["t"]))
+
+
+def byte_counts(run_dir: Path) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    for path in (run_dir / "telemetry").glob("*.summary.json"):
+        for item in json.loads(path.read_text()).get("bytes", []):
+            key = (item["edge"], item["channel"])
+            counts[key] = counts.get(key, 0) + int(item["bytes"])
+    return counts
