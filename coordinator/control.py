@@ -33,9 +33,9 @@ RESTART_DELAY_S = 0.5
 
 
 class Coordinator:
-    def __init__(self, cluster: Cluster, restart_dead: bool = True, period: float = 0.1) -> None:
+    def __init__(self, cluster: Cluster, reprotect: bool = True, period: float = 0.1) -> None:
         self.cluster = cluster
-        self.restart_dead = restart_dead
+        self.reprotect = reprotect
         self.period = period
         self.events = EventLog("coordinator", cluster.run_dir)
         self.roles: dict[str, str] = {}
@@ -67,9 +67,10 @@ class Coordinator:
                 current = self.views.get(view.stage)
                 if current is None or (view.epoch, view.version) > (current.epoch, current.version):
                     self.views[view.stage] = view
-        await self._reprotect(held)
+        if self.reprotect:
+            await self._reprotect(held)
         await self._converge(held)
-        if self.restart_dead:
+        if self.reprotect:
             self._replace_dead()
 
     async def _converge(self, held: dict[str, dict[str, StageView]]) -> None:

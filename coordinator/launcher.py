@@ -14,6 +14,7 @@ Ctrl-C kills at once.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -30,6 +31,8 @@ import grpc
 from coordinator.control import Coordinator
 from coordinator.faults import Fault, parse_faults
 from coordinator.report import RunReport, analyse
+from node.cql import plan
+from node.sources import SourceDataError, read_rows
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.wire import control_pb2 as cpb
@@ -84,10 +87,25 @@ class Cluster:
         self.config_path = config_path
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
+        self.check_files()
         self.run_dir = run_dir
         self.processes: dict[str, Process] = {}
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.t0 = 0.0
+
+    def check_files(self) -> None:
+        """Read every file source's data once before anything starts: a bad
+        file is a usage error naming file and line, not a run that emits
+        nothing (the source would only log it)."""
+        for i, src in enumerate(self.topology.config.sources):
+            stage = self.topology.stages[src.name]
+            if stage.source is None or stage.source.kind != "file" or stage.schema is None:
+                continue
+            assert stage.source.path is not None
+            try:
+                collections.deque(read_rows(stage.source.path, stage.schema, plan.Kind.STREAM), maxlen=0)
+            except SourceDataError as exc:
+                raise self.loaded.error(str(exc), "sources", i, "path") from None
 
     # -- start --------------------------------------------------------------------------
 
@@ -297,9 +315,12 @@ async def run_cluster(
     progress: bool = True,
     faults: list[Fault] | None = None,
     report_to: list[RunReport] | None = None,
+    reprotect: bool = True,
 ) -> int:
     """Run a cluster; ``faults`` adds programmatic faults to ``--kill`` and
-    ``--stop``; the run's report is appended to ``report_to``."""
+    ``--stop``; the run's report is appended to ``report_to``. Without
+    ``reprotect`` the coordinator neither assigns new secondaries nor
+    replaces dead nodes (the paper's experiments)."""
     run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
     cluster = Cluster(config, run_dir)
     planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
@@ -322,7 +343,7 @@ async def run_cluster(
         cluster.spawn()
         await cluster.wait_ready()
         await cluster.start()
-        coordinator = asyncio.create_task(Coordinator(cluster).run())
+        coordinator = asyncio.create_task(Coordinator(cluster, reprotect=reprotect).run())
         run = asyncio.create_task(_progress(cluster, duration, planned, progress))
         stop = asyncio.create_task(interrupted.wait())
         await asyncio.wait([run, stop], return_when=asyncio.FIRST_COMPLETED)

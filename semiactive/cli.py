@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,6 +67,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--run-limit", type=int, default=100, help="HB: max consecutive runs of one operator")
 
+    experiment = sub.add_parser("experiment", help="seed 002's experiments")
+    esub = experiment.add_subparsers(dest="action", required=True)
+    sweep = esub.add_parser("sweep", help="overhead and recovery time per mode and batch size (exp. 1, 2)")
+    sweep.add_argument("config")
+    sweep.add_argument("--modes", default="as,ub,sas")
+    sweep.add_argument("--batch-sizes", default="1,50,100,150,200,250,300,350,400,450,500")
+    sweep.add_argument("--repeat", type=int, default=1)
+    sweep.add_argument("--kill", default="node-2@6", metavar="NODE@SECONDS", help="default node-2@6")
+    sweep.add_argument("--duration", type=float, default=8.0, help="seconds of each run (default 8)")
+    sweep.add_argument("--out", type=Path, help="directory for runs and sweep.csv")
+
+    chaos = sub.add_parser("chaos", help="randomised kills and freezes, each run checked exactly")
+    chaos.add_argument("config")
+    chaos.add_argument("--runs", type=int, default=10)
+    chaos.add_argument("--seed", type=int, default=1)
+    chaos.add_argument("--duration", type=float, default=5.0, help="seconds of each run (default 5)")
+    chaos.add_argument("--out", type=Path, help="directory for the runs")
+
     demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
     demo.add_argument("--run-dir", type=Path)
@@ -105,11 +124,33 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.config, args.duration, args.run_dir, args.kill, args.stop, progress=not args.quiet
             )
         )
+    if args.command == "experiment":
+        from coordinator.experiments import run_sweep
+
+        out = args.out or Path("runs") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
+        modes = [m.strip().lower() for m in args.modes.split(",") if m.strip()]
+        sizes = _ints(args.batch_sizes, "--batch-sizes")
+        return run_sweep(args.config, modes, sizes, args.repeat, args.kill, args.duration, out)
+    if args.command == "chaos":
+        from coordinator.chaos import run_chaos
+
+        out = args.out or Path("runs") / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
+        return run_chaos(args.config, args.runs, args.seed, args.duration, out)
     if args.command == "demo":
         from coordinator.demo import run_demo
 
         return run_demo(args.duration, args.run_dir)
     raise AssertionError(args.command)
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values or min(values) < 1:
+        raise ConfigError(f"{option} {text!r}: give positive integers")
+    return values
 
 
 if __name__ == "__main__":
