@@ -43,6 +43,7 @@ class RunReport:
     bandwidth: list[StageBandwidth] = field(default_factory=list)
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
     emitted: dict[str, int] = field(default_factory=dict)
+    bandwidth_window: str = "whole run"
 
     def describe(self) -> str:
         lines = [f"{name}: emitted {count:,} rows" for name, count in self.emitted.items()]
@@ -65,7 +66,7 @@ class RunReport:
             overhead = f"{b.overhead:.1%}" if b.overhead is not None else "-"
             lines.append(
                 f"{b.stage}: main {b.main_bytes / 1e3:,.1f} kB, backup {b.backup_bytes / 1e3:,.1f} kB, "
-                f"overhead {overhead}"
+                f"overhead {overhead} ({self.bandwidth_window})"
             )
         return "\n".join(lines)
 
@@ -95,8 +96,22 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
         if record.get("injected_at") is None:
             continue
         report.faults.append(_fault(record, events, arrivals))
-    report.bandwidth = _bandwidth(topology, telemetry)
+    first_fault = min((f.injected_at for f in _faults_at(telemetry)), default=None)
+    report.bandwidth = _bandwidth(topology, telemetry, until=first_fault)
+    report.bandwidth_window = "before the first fault" if first_fault is not None else "whole run"
     return report
+
+
+@dataclass
+class _Injected:
+    injected_at: float
+
+
+def _faults_at(telemetry: Path) -> list[_Injected]:
+    path = telemetry / "faults.json"
+    if not path.exists():
+        return []
+    return [_Injected(float(r["injected_at"])) for r in json.loads(path.read_text()) if r.get("injected_at")]
 
 
 def _fault(record: dict[str, Any], events: list[dict[str, Any]], arrivals: list[float]) -> FaultResult:
@@ -138,12 +153,20 @@ def _arrival_times(telemetry: Path) -> list[float]:
     return sorted(times)
 
 
-def _bandwidth(topology: Topology, telemetry: Path) -> list[StageBandwidth]:
+def _bandwidth(topology: Topology, telemetry: Path, until: float | None) -> list[StageBandwidth]:
+    """Bytes per (edge, channel) summed over every node: the final counts,
+    or the last sample each node took before ``until``."""
     sent: dict[tuple[str, str], int] = {}
-    for path in telemetry.glob("*.summary.json"):
-        for item in json.loads(path.read_text()).get("bytes", []):
-            key = (item["edge"], item["channel"])
-            sent[key] = sent.get(key, 0) + int(item["bytes"])
+    if until is None:
+        for path in telemetry.glob("*.summary.json"):
+            for item in json.loads(path.read_text()).get("bytes", []):
+                key = (item["edge"], item["channel"])
+                sent[key] = sent.get(key, 0) + int(item["bytes"])
+    else:
+        for path in telemetry.glob("*.bytes.jsonl"):
+            samples = [s for s in _jsonl(path) if float(s["t"]) <= until]
+            for edge, channel, size in samples[-1]["bytes"] if samples else []:
+                sent[(edge, channel)] = sent.get((edge, channel), 0) + int(size)
     out = []
     for stage in topology.stages.values():
         if stage.config is None or stage.config.ha.mode == "none":

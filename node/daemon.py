@@ -360,15 +360,26 @@ class NodeDaemon:
         last_summary = time.monotonic()
         while True:
             await asyncio.sleep(0.05)
-            if time.monotonic() - last_summary > 1.0:
+            if time.monotonic() - last_summary > 0.5:
                 last_summary = time.monotonic()
                 self._write_summary()  # a killed node leaves its last counts
+                self._sample_bytes()
             if self.finished and not reported:
                 reported = True
                 log.info("%s finished: end of stream delivered", self.name)
                 self._write_summary()
             if self.drain_then_exit and (self.finished or self.role in ("spare", "secondary", "fenced")):
                 self.exit.set()
+
+    def _sample_bytes(self) -> None:
+        """Append the byte counters with a timestamp, so bandwidth can be
+        measured over part of a run (up to a failure)."""
+        outbound = self.source_outbound or (self.replica.outbound if self.replica else None)
+        if self.run_dir is None or outbound is None:
+            return
+        sample = {"t": time.time(), "bytes": [[e, c, n] for (e, c), n in outbound.bytes_sent.items()]}
+        with (self.run_dir / "telemetry" / f"{self.name}.bytes.jsonl").open("a") as handle:
+            handle.write(json.dumps(sample) + "\n")
 
     def _write_summary(self) -> None:
         if self.run_dir is None:

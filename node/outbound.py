@@ -42,6 +42,7 @@ class Outbound:
         metrics: NodeMetrics,
         epoch: Callable[[], int],
         on_refused: RefusalHandler,
+        on_acknowledged: Callable[[], None] | None = None,
     ) -> None:
         assert stage.schema is not None
         self.node = node
@@ -53,6 +54,7 @@ class Outbound:
         self.metrics = metrics
         self.epoch = epoch
         self.on_refused = on_refused
+        self.on_acknowledged = on_acknowledged
         self.codec = RowCodec(stage.schema, stage.kind)
         self.senders: dict[tuple[str, int], EdgeSender] = {}
         self.tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -132,6 +134,8 @@ class Outbound:
         if not self.log.full:
             self.room.set()
         self.metrics.log_rows.set(self.log.retained)
+        if self.on_acknowledged is not None:
+            self.on_acknowledged()
 
     def appended(self) -> None:
         """New rows or time in the log: ship backups due, wake senders."""

@@ -3,9 +3,10 @@ HA protocol's I/O around the pure :class:`~ha.replica.StageReplica`.
 
 - operator loop: runs the replica whenever rows or time arrive; a full
   output log pauses it, an input backlog pauses the reading of inputs;
-- acknowledgements (primary): every ``ack_interval_ms``, Level-0 and the
-  Level-1 point on each input's data stream, and a notice to the producer's
-  secondary (ha-protocol.md "Flows");
+- acknowledgements (primary): Level-0 and the Level-1 point on each
+  input's data stream, and a notice to the producer's secondary
+  (ha-protocol.md "Flows"): every ``ack_interval_ms``, and at once when a
+  consumer's acknowledgement arrives (Algorithm 1 lines 14-15);
 - failure detection (secondary): heartbeats to the primary; on a missed
   deadline or a broken connection that cannot be re-established, takeover
   (Algorithm 2 lines 12-20): a new view with epoch + 1, broadcast to every
@@ -43,6 +44,8 @@ from semiactive.wire import dataplane_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+ACK_SPACING_S = 0.01  # event-driven Level-1 acks are at least this far apart
+
 
 class ReplicaRole:
     def __init__(
@@ -77,6 +80,7 @@ class ReplicaRole:
             metrics,
             epoch=lambda: self.views[stage.name].epoch,
             on_refused=self._refused,
+            on_acknowledged=self.consumer_acknowledged,
         )
         self.sessions: dict[str, InboundEdgeSession] = {}
         self.wake = asyncio.Event()
@@ -84,6 +88,8 @@ class ReplicaRole:
         self.input_room.set()
         self.tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self._ack_soon: asyncio.TimerHandle | None = None
+        self._last_acks = 0.0
         self.detected_at: float | None = None
         self.recovery_target: int | None = None
         self.fenced = asyncio.Event()
@@ -197,7 +203,21 @@ class ReplicaRole:
             if self.replica.mode is Mode.PRIMARY:
                 self.send_acks()
 
+    def consumer_acknowledged(self) -> None:
+        """Algorithm 1 lines 14-15: a consumer's Level-0 has arrived, so
+        send Level-1 upstream now (at most every ``ACK_SPACING_S``)."""
+        if self.replica.mode is not Mode.PRIMARY or self._ack_soon is not None:
+            return
+        delay = max(0.0, self._last_acks + ACK_SPACING_S - time.monotonic())
+        self._ack_soon = asyncio.get_running_loop().call_later(delay, self._acks_now)
+
+    def _acks_now(self) -> None:
+        self._ack_soon = None
+        if self.replica.mode is Mode.PRIMARY:
+            self.send_acks()
+
     def send_acks(self) -> None:
+        self._last_acks = time.monotonic()
         point = self.replica.level1()
         epoch = self.views[self.stage.name].epoch
         for edge in self.stage.inputs:
@@ -266,7 +286,9 @@ class ReplicaRole:
                 deadline = time.monotonic() + interval
                 while time.monotonic() < deadline:
                     if detector.expired(time.monotonic()) and detector.last_pong is not None:
-                        return True
+                        if await self._confirm(call, detector, n + 1):
+                            return True
+                        n += 1
                     if reader.done():
                         break
                     await asyncio.sleep(min(0.01, interval / 10))
@@ -274,6 +296,22 @@ class ReplicaRole:
         finally:
             reader.cancel()
             call.cancel()
+
+    async def _confirm(self, call: Any, detector: FailureDetector, n: int) -> bool:
+        """Suspected: the deadline passed. Before declaring a failure, let
+        pongs already received be read (this process may itself have been
+        starved) and give one more ping a short grace."""
+        await asyncio.sleep(0)
+        if not detector.expired(time.monotonic()):
+            return False
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            await call.write(cpb.Ping(n=n, sender=self.node))
+        grace = time.monotonic() + detector.interval / 2
+        while time.monotonic() < grace:
+            await asyncio.sleep(0.005)
+            if not detector.expired(time.monotonic()):
+                return False
+        return True
 
     async def _unreachable(self, primary: str) -> bool:
         try:
