@@ -49,6 +49,9 @@ from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 
+DRAIN_LIMIT_S = 10.0
+
+
 class StartupError(RuntimeError):
     pass
 
@@ -80,6 +83,7 @@ class NodeDaemon:
         self.started_at = time.monotonic()
         self.exit = asyncio.Event()
         self.drain_then_exit = False
+        self.drain_deadline = 0.0
         self.views = initial_views(topology)
         self.peers = Peers(self.addresses)
         self.events = EventLog(name, run_dir)
@@ -270,7 +274,10 @@ class NodeDaemon:
         if now:
             self.exit.set()
         elif exit_:
+            # Exit once drained, or after DRAIN_LIMIT_S if a consumer never
+            # acknowledges the end (it may be gone).
             self.drain_then_exit = True
+            self.drain_deadline = time.monotonic() + DRAIN_LIMIT_S
             if self.finished or self.role in ("spare", "secondary"):
                 self.exit.set()
 
@@ -368,7 +375,9 @@ class NodeDaemon:
                 reported = True
                 log.info("%s finished: end of stream delivered", self.name)
                 self._write_summary()
-            if self.drain_then_exit and (self.finished or self.role in ("spare", "secondary", "fenced")):
+            if self.drain_then_exit and (
+                self.finished or self.role in ("spare", "secondary") or time.monotonic() > self.drain_deadline
+            ):
                 self.exit.set()
 
     def _sample_bytes(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from node.cql import CqlError, compile_program, parse, plan
@@ -170,6 +171,9 @@ class _Resolver:
                     i,
                     "tuple_bytes",
                 )
+            if src.kind == "file" and src.path and not Path(src.path).is_absolute():
+                # Like query_file: relative to the configuration file.
+                src = src.model_copy(update={"path": str(self.loaded.path.parent / src.path)})
             stage = Stage(src.name, "source", src.name, output=src.stream, schema=schema, source=src)
             self.add_stage(stage, "sources", i, "name")
             self.add_node(src.name, "source", src.name, "sources", i, "name")

@@ -257,7 +257,7 @@ class _Binder:
                     f"left and {b.type} on the right",
                     expr,
                 )
-            columns.append(plan.Column(a.name, widened, a.source))
+            columns.append(plan.Column(a.name, widened, a.source, a.nullable or b.nullable))
         return plan.Schema(tuple(columns))
 
     # ---- SELECT ---------------------------------------------------------------
@@ -368,7 +368,7 @@ class _Binder:
             if isinstance(key, plan.ColRef):
                 key_columns.append(scope.column(key))
             else:
-                key_columns.append(plan.Column(ast.render(key_ast), key.type))
+                key_columns.append(plan.Column(ast.render(key_ast), key.type, nullable=plan.can_be_null(key)))
         binder = GroupedBinder(scope, keys, key_columns)
         exprs, names = self._select_list(select, scope, binder)
         having = None
@@ -430,7 +430,10 @@ class _Binder:
         )
         node = child
         if not identity:
-            columns = tuple(plan.Column(n, e.type, s) for n, e, s in zip(names, exprs, sources, strict=True))
+            columns = tuple(
+                plan.Column(n, e.type, s, plan.can_be_null(e))
+                for n, e, s in zip(names, exprs, sources, strict=True)
+            )
             node = plan.Project(plan.Schema(columns), child.kind, child, tuple(exprs))
         if select.distinct:
             node = plan.Distinct(node.schema, plan.Kind.RELATION, node)

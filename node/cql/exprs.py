@@ -76,7 +76,7 @@ class Scope:
             )
         item, offset = matches[0]
         column = item.columns[offset]
-        return plan.ColRef(column.type, item.start + offset, column.name)
+        return plan.ColRef(column.type, item.start + offset, column.name, column.nullable)
 
     def column(self, ref: plan.ColRef) -> plan.Column:
         return self.columns[ref.index]
@@ -267,7 +267,8 @@ class GroupedBinder(ExprBinder):
         bound = ExprBinder(self.scope, "aggregate").bind(expr)
         for index, key in enumerate(self.keys):
             if bound == key:
-                return plan.ColRef(key.type, index, self.key_columns[index].name)
+                column = self.key_columns[index]
+                return plan.ColRef(key.type, index, column.name, column.nullable)
         if isinstance(bound, plan.Literal):
             return bound
         return None
@@ -286,6 +287,9 @@ class GroupedBinder(ExprBinder):
         else:
             index = len(self.aggregates)
             self.aggregates.append(aggregate)
-            self.aggregate_columns.append(plan.Column(ast.render(expr), aggregate.type))
+            # COUNT is never NULL; the others are when every value is.
+            nullable = aggregate.arg is not None and plan.can_be_null(aggregate.arg)
+            nullable = nullable and aggregate.func is not plan.AggFunc.COUNT
+            self.aggregate_columns.append(plan.Column(ast.render(expr), aggregate.type, nullable=nullable))
         column = self.aggregate_columns[index]
-        return plan.ColRef(aggregate.type, len(self.keys) + index, column.name)
+        return plan.ColRef(aggregate.type, len(self.keys) + index, column.name, column.nullable)

@@ -70,6 +70,9 @@ class Column:
     # The FROM alias (or stream name) the column came from, for qualified
     # references such as ``market.price``; empty for computed columns.
     source: str = ""
+    # Whether the column can hold NULL: it is computed by an expression that
+    # can divide by zero (here or in the query or stage it comes from).
+    nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,10 +103,12 @@ class Expr:
 
 @dataclass(frozen=True)
 class ColRef(Expr):
-    """The value at ``index`` of the row the expression is evaluated on."""
+    """The value at ``index`` of the row the expression is evaluated on;
+    ``nullable`` if that column can hold NULL."""
 
     index: int
     name: str = ""
+    nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,18 @@ class Arith(Expr):
 class Negate(Expr):
     operand: Expr
     nullable: bool = False
+
+
+def can_be_null(expr: Expr) -> bool:
+    """Whether ``expr`` can evaluate to NULL: it divides (``/``, ``%``) or
+    reads a nullable column somewhere in its arithmetic."""
+    if isinstance(expr, ColRef):
+        return expr.nullable
+    if isinstance(expr, Arith):
+        return expr.nullable or can_be_null(expr.left) or can_be_null(expr.right)
+    if isinstance(expr, Negate):
+        return expr.nullable or can_be_null(expr.operand)
+    return False
 
 
 @dataclass(frozen=True)

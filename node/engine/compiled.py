@@ -165,13 +165,20 @@ class _Generator:
         out = f"o{i}"
         if isinstance(op, SelectOp):
             return [f"{out} = [e for e in {kids[0]} if {op.condition}] if {kids[0]} else E"]
+        if isinstance(op, ProjectOp) and op.identity:
+            return [f"{out} = {kids[0]}"]
         if isinstance(op, ProjectOp):
             return [f"{out} = [{op.element} for e in {kids[0]}] if {kids[0]} else E"]
-        if isinstance(op, UnionOp) and op.keep_all and op.widen is None:
+        if isinstance(op, UnionOp) and op.keep_all:
+            lines = []
+            for side, element in enumerate(op.elements):
+                if element is not None:
+                    lines.append(f"w{side} = [{element} for e in {kids[side]}] if {kids[side]} else E")
+                    kids[side] = f"w{side}"
             left, right = kids
             if self.instant:
-                return [f"{out} = ({left} + {right} if {right} else {left}) if {left} else {right}"]
-            return [f"{out} = _merge({left}, {right}) if {left} or {right} else E"]
+                return [*lines, f"{out} = ({left} + {right} if {right} else {left}) if {left} else {right}"]
+            return [*lines, f"{out} = _merge({left}, {right}) if {left} or {right} else E"]
         self.names[f"p{i}"] = op.process
         call = f"p{i}(({', '.join(kids)}{',' if len(kids) == 1 else ''}), t_hi)"
         has_input = " or ".join(kids)

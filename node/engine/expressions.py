@@ -102,6 +102,8 @@ _NULL_ARITH = {"+": "_nadd", "-": "_nsub", "*": "_nmul"}
 
 
 def may_be_null(expr: plan.Expr) -> bool:
+    if isinstance(expr, plan.ColRef):
+        return expr.nullable  # a column computed by a division somewhere upstream
     if isinstance(expr, plan.Arith | plan.Negate):
         return expr.nullable or any(may_be_null(c) for c in _operands(expr))
     return False

@@ -92,7 +92,9 @@ class HeartbeatEngine:
         if watermark <= self.watermark:
             return results
         self.watermark = watermark
-        want = {id(n): name for name, n in self.outputs.items()}
+        want: dict[int, list[str]] = {}  # two outputs may be one shared operator
+        for name, n in self.outputs.items():
+            want.setdefault(id(n), []).append(name)
         stack: list[_Node] = [n for n in reversed(self.nodes) if isinstance(n.op, ScanOp)]
         while True:
             while stack:
@@ -100,9 +102,9 @@ class HeartbeatEngine:
                 if not self._has_work(node):
                     continue
                 out = self._run(node)
-                name = want.get(id(node))
-                if name is not None and out:
-                    results[name].extend(out)
+                if out:
+                    for name in want.get(id(node), ()):
+                        results[name].extend(out)
                 if self._has_work(node):
                     stack.append(node)
                 for consumer, slot in reversed(node.consumers):

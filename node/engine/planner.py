@@ -16,7 +16,6 @@ import dataclasses
 from typing import Any
 
 from node.cql import plan
-from node.engine import expressions
 from node.engine.operators.aggregate import AggregateOp
 from node.engine.operators.base import Operator
 from node.engine.operators.fused import WindowAggregateOp, fusable
@@ -39,9 +38,58 @@ class PhysicalPlan:
 
 
 def build(program: plan.Program, *, fuse: bool = True) -> PhysicalPlan:
+    """The operators of ``program``; ``fuse=False`` skips the rewrites
+    (fusion, shared operators): the reference tests compare them with."""
     builder = _Builder(program, fuse)
     queries = {name: builder.op(root) for name, root in program.queries.items()}
-    return PhysicalPlan(builder.operators, builder.scans, queries)
+    operators = builder.operators
+    if fuse:
+        operators = share(operators, queries)
+    return PhysicalPlan(operators, builder.scans, queries)
+
+
+def _signature(op: Operator) -> tuple[Any, ...] | None:
+    """What an operator computes from its inputs, for the kinds worth sharing
+    (None: never shared). Two operators with one signature and the same
+    inputs receive the same elements, so they hold the same state and emit
+    the same output."""
+    if isinstance(op, ToStreamOp):
+        return (ToStreamOp, op.op)
+    if isinstance(op, DelayOp):
+        return (DelayOp, op.delay_ms)
+    if isinstance(op, SelectOp):
+        return (SelectOp, op.condition)
+    if isinstance(op, ProjectOp):
+        return (ProjectOp, op.element)
+    if isinstance(op, RangeWindowOp) and op.range_ms is not None:
+        return (RangeWindowOp, op.range_ms)
+    return None
+
+
+def share(operators: list[Operator], queries: dict[str, Operator]) -> list[Operator]:
+    """Common sub-plans computed once: queries that repeat another's work
+    (Fig. 7 with one sub-query reads ``ISTREAM(avg_0)<Now>`` twice) share its
+    operators. Repeated until nothing changes, so a shared operator's
+    readers can be shared in turn; ``queries`` is updated in place."""
+    while True:
+        seen: dict[tuple[Any, ...], Operator] = {}
+        twin: Operator | None = None
+        for op in operators:
+            signature = _signature(op)
+            if signature is None:
+                continue
+            first = seen.setdefault((*signature, *(id(c) for c in op.children)), op)
+            if first is not op:
+                twin = op
+                break
+        if twin is None:
+            return operators
+        operators = [o for o in operators if o is not twin]
+        for o in operators:
+            o.children = [first if c is twin else c for c in o.children]
+        for name, o in queries.items():
+            if o is twin:
+                queries[name] = first
 
 
 def conjuncts(expr: plan.Expr) -> list[plan.Expr]:
@@ -168,7 +216,11 @@ class _Builder:
                 return self._join(inner, node.predicate)
             return SelectOp(node.predicate, label), [node.child]
         if isinstance(node, plan.Project):
-            return ProjectOp(node.exprs, label), [node.child]
+            width = len(plan.resolve(node.child).schema)
+            identity = len(node.exprs) == width and all(
+                isinstance(x, plan.ColRef) and x.index == i for i, x in enumerate(node.exprs)
+            )
+            return ProjectOp(node.exprs, identity, label), [node.child]
         if isinstance(node, plan.Join):
             return self._join(node, None)
         if isinstance(node, plan.Aggregate):
@@ -186,12 +238,11 @@ class _Builder:
             return DistinctOp(label), [node.child]
         if isinstance(node, plan.Union):
             widen = [
-                any(
-                    plan.resolve(side).schema.columns[i].type.name is plan.TypeName.INTEGER
-                    for side in (node.left, node.right)
-                )
-                and col.type.name is plan.TypeName.FLOAT
-                for i, col in enumerate(node.schema.columns)
+                [
+                    own.type.name is plan.TypeName.INTEGER and col.type.name is plan.TypeName.FLOAT
+                    for own, col in zip(plan.resolve(side).schema.columns, node.schema.columns, strict=True)
+                ]
+                for side in (node.left, node.right)
             ]
             return UnionOp(node.all, widen, node.kind, label), [node.left, node.right]
         if isinstance(node, plan.Except):
@@ -205,24 +256,21 @@ class _Builder:
     def _window(self, node: plan.Window) -> Operator:
         spec = node.spec
         mono = lineage_monotone(node.child)
+        width = len(node.schema)
         if isinstance(spec, plan.NowWindow):
-            return RangeWindowOp(0, mono, "[Now]")
+            return RangeWindowOp(0, width, mono, "[Now]")
         if isinstance(spec, plan.UnboundedWindow):
-            return RangeWindowOp(None, mono, "[Range Unbounded]")
+            return RangeWindowOp(None, width, mono, "[Range Unbounded]")
         if isinstance(spec, plan.RangeWindow):
             if spec.slide_ms <= 1:
-                return RangeWindowOp(spec.range_ms, mono, f"[Range {spec.range_ms}]")
+                return RangeWindowOp(spec.range_ms, width, mono, f"[Range {spec.range_ms}]")
             return SlidingRangeWindowOp(
                 spec.range_ms, spec.slide_ms, mono, f"[Range {spec.range_ms} Slide {spec.slide_ms}]"
             )
         if isinstance(spec, plan.RowsWindow):
             return RowsWindowOp(spec.rows, spec.slide, mono, f"[Rows {spec.rows} Slide {spec.slide}]")
         if isinstance(spec, plan.PartitionWindow):
-            columns = plan.resolve(node.child).schema.columns
-            key = expressions.row_function(
-                tuple(plan.ColRef(columns[k].type, k, columns[k].name) for k in spec.keys)
-            )
-            return PartitionWindowOp(key, spec.rows, mono, f"[Partition Rows {spec.rows}]")
+            return PartitionWindowOp(spec.keys, spec.rows, width, mono, f"[Partition Rows {spec.rows}]")
         raise TypeError(f"unknown window {spec!r}")
 
     def _join(

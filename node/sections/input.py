@@ -68,6 +68,10 @@ class EdgeInput:
                 self.next_seq = first_seq + count
             self.duplicates += min(max(skip, 0), count)
             self.received += new
+        if first_seq > self.next_seq:
+            # Only a stream that delivered every row before first_seq may
+            # move time on (a stale stream after a restart may not).
+            return new
         if watermark > self.watermark:
             self.watermark = watermark
         if eos:

@@ -20,7 +20,7 @@ from typing import Any
 
 from node.cql import plan
 from node.engine import expressions
-from node.engine.elements import Element, Row
+from node.engine.elements import Element
 from node.engine.operators.base import Operator
 
 
@@ -130,12 +130,33 @@ def process(self, batch, t_hi):
     return out
 """
 
+# exact_add(partials, +-v) with the sums of at most one partial unrolled.
+_EXACT_ADD = """
+p = {partials}
+x = v if s > 0 else -v
+if not p:
+    p.append(x)
+elif len(p) == 1:
+    y = p[0]
+    if (x if x >= 0 else -x) < (y if y >= 0 else -y):
+        x, y = y, x
+    hi = x + y
+    lo = y - (hi - x)
+    if lo:
+        p[0] = lo
+        p.append(hi)
+    else:
+        p[0] = hi
+else:
+    _exact_add(p, x)
+"""
+
 # Emits, for every group touched at instant ``cur``, -old and +new if its row changed.
 _FLUSH = """
 lin = ctx.floor
 for k, old in changed.items():
     g = groups[k]
-    new = (*k, {results}) if g[0] > 0 else None
+    new = ({head}{results}) if g[0] > 0 else None
     if new != old:
         if old is not None:
             append((cur, g[2], -1, *old))
@@ -148,9 +169,81 @@ for k, old in changed.items():
 """
 
 
-def _indent(code: str, spaces: int) -> str:
+def indent(code: str, spaces: int) -> str:
     pad = " " * spaces
     return "\n".join(pad + line for line in code.strip("\n").splitlines())
+
+
+class GroupCode:
+    """The generated pieces of a GROUP BY, shared with the fused partition
+    aggregate: ``key`` (source over element ``e``), ``init`` (a new group's
+    accumulator slots), :meth:`update` (apply element ``var`` with sign
+    ``s`` to group ``g``), ``flush`` (emit the changed groups' rows) and the
+    ``namespace`` the code runs in."""
+
+    def __init__(self, group_by: Sequence[plan.Expr], aggregates: Sequence[plan.AggCall]) -> None:
+        # A group's key: the value of a single GROUP BY column, else a tuple.
+        keys = [expressions.source(x, "e") for x in group_by]
+        self.key, head = (
+            (keys[0], "k, ") if len(keys) == 1 else ("(" + "".join(f"{k}, " for k in keys) + ")", "*k, ")
+        )
+        self.aggregates = list(aggregates)
+        init: list[str] = []
+        results: list[str] = []
+        for call in aggregates:
+            slot = 3 + len(init)
+            g = f"g[{slot}]"
+            if call.arg is None:
+                results.append("g[0]")
+            elif call.func is plan.AggFunc.COUNT:
+                init.append("0")
+                results.append(g)
+            elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+                init.append(f"_MinMaxAcc({call.func is plan.AggFunc.MAX})")
+                results.append(f"{g}.result()")
+            else:
+                init += ["0", "[]" if _floating(call) else "0"]
+                total = f"g[{slot + 1}]"
+                value = f"_fsum({total})" if _floating(call) else total
+                if call.func is plan.AggFunc.AVG:
+                    value = f"{value} / {g}"
+                results.append(f"({value} if {g} > 0 else None)")
+        self.init = "".join(f", {x}" for x in init)
+        self.flush = _FLUSH.format(head=head, results=", ".join(results))
+        self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
+        self.namespace.update(_exact_add=exact_add, _fsum=math.fsum, _MinMaxAcc=MinMaxAcc)
+
+    def update(self, var: str) -> str:
+        lines: list[str] = []
+        slot = 3
+        for call in self.aggregates:
+            if call.arg is None:
+                continue
+            g = f"g[{slot}]"
+            lines.append(f"v = {expressions.source(call.arg, var)}")
+            if call.func is plan.AggFunc.COUNT:
+                lines.append(f"if v is not None: {g} += s")
+                slot += 1
+            elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+                lines.append(f"{g}.add(v, s)")
+                slot += 1
+            else:
+                total = f"g[{slot + 1}]"
+                lines.append(f"if v is not None:\n    {g} += s")
+                if _floating(call):
+                    lines.append(indent(_EXACT_ADD.format(partials=total), 4))
+                else:
+                    lines.append(f"    {total} += v if s > 0 else -v")
+                slot += 2
+        return "\n".join(lines) or "pass"
+
+
+def _floating(call: plan.AggCall) -> bool:
+    """Whether a SUM / AVG adds floats (exactly, as partials)."""
+    assert call.arg is not None
+    return call.arg.type.name is plan.TypeName.FLOAT or (
+        call.func is plan.AggFunc.SUM and call.type.name is plan.TypeName.FLOAT
+    )
 
 
 class AggregateOp(Operator):
@@ -165,52 +258,16 @@ class AggregateOp(Operator):
         label: str = "",
     ) -> None:
         super().__init__(label)
-        self.groups: dict[Row, list[Any]] = {}
-        key = "".join(f"{expressions.source(x, 'e')}, " for x in group_by)
-        init: list[str] = []
-        update: list[str] = []
-        results: list[str] = []
-        for call in aggregates:
-            slot = 3 + len(init)
-            g = f"g[{slot}]"
-            if call.arg is None:
-                results.append("g[0]")
-                continue
-            update.append(f"v = {expressions.source(call.arg, 'e')}")
-            if call.func is plan.AggFunc.COUNT:
-                init.append("0")
-                update.append(f"if v is not None: {g} += s")
-                results.append(g)
-            elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
-                init.append(f"_MinMaxAcc({call.func is plan.AggFunc.MAX})")
-                update.append(f"{g}.add(v, s)")
-                results.append(f"{g}.result()")
-            else:
-                total = f"g[{slot + 1}]"
-                floating = call.arg.type.name is plan.TypeName.FLOAT or (
-                    call.func is plan.AggFunc.SUM and call.type.name is plan.TypeName.FLOAT
-                )
-                init += ["0", "[]" if floating else "0"]
-                add = (
-                    f"_exact_add({total}, v if s > 0 else -v)"
-                    if floating
-                    else f"{total} += v if s > 0 else -v"
-                )
-                update.append(f"if v is not None: {g} += s; {add}")
-                value = f"_fsum({total})" if floating else total
-                if call.func is plan.AggFunc.AVG:
-                    value = f"{value} / {g}"
-                results.append(f"({value} if {g} > 0 else None)")
-        flush = _FLUSH.format(results=", ".join(results))
+        self.groups: dict[Any, list[Any]] = {}
+        gen = GroupCode(group_by, aggregates)
         code = _PROCESS.format(
-            key=f"({key})",
-            init="".join(f", {x}" for x in init),
-            update=_indent("\n".join(update) or "pass", 8),
-            flush8=_indent(flush, 12),
-            flush0=_indent(flush, 4),
+            key=gen.key,
+            init=gen.init,
+            update=indent(gen.update("e"), 8),
+            flush8=indent(gen.flush, 12),
+            flush0=indent(gen.flush, 4),
         )
-        namespace: dict[str, Any] = dict(expressions.RUNTIME)
-        namespace.update(_exact_add=exact_add, _fsum=math.fsum, _MinMaxAcc=MinMaxAcc)
+        namespace = dict(gen.namespace)
         exec(compile(code, "<semiactive-aggregate>", "exec"), namespace)  # noqa: S102
         self._process = namespace["process"]
         self.source = code

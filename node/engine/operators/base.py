@@ -116,7 +116,7 @@ def merge_by_ts(left: list[Element], right: list[Element]) -> list[Element]:
         return left
     if not left:
         return right
-    if left[-1][0] < right[0][0]:
+    if left[-1][0] <= right[0][0]:
         return left + right
     out: list[Element] = []
     for _, lpart, rpart in instants2(left, right):

@@ -18,6 +18,8 @@ from node.engine.elements import Element, Row
 from node.engine.operators.base import Operator, instants2
 from node.engine.operators.relational import Multiset
 
+NO_MATCH = object()  # the key of a row whose join key has a NULL
+
 
 class JoinOp(Operator):
     def __init__(
@@ -41,7 +43,16 @@ class JoinOp(Operator):
     def _key_fn(exprs: Sequence[plan.Expr]) -> Callable[[Element], Any]:
         if not exprs:
             return lambda e: ()
-        return expressions.row_function(tuple(exprs))
+        function = expressions.row_function(tuple(exprs))
+        if not any(expressions.may_be_null(x) for x in exprs):
+            return function
+
+        def key(e: Element) -> Any:
+            # An equality with NULL is false: such a row joins nothing.
+            k = function(e)
+            return NO_MATCH if None in k else k
+
+        return key
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         left, right = inputs
@@ -66,6 +77,8 @@ class JoinOp(Operator):
         residual = self.residual
         for e in part:
             k = key(e)
+            if k is NO_MATCH:
+                continue
             row = e[3:]
             sign = e[2]
             lin = e[1]

@@ -31,8 +31,13 @@ class SelectOp(Operator):
 
 
 class ProjectOp(Operator):
-    def __init__(self, exprs: Sequence[plan.Expr], label: str = "") -> None:
+    """``identity``: the expressions are the input's columns in order (as in
+    ``SELECT id, avg(val)`` over its own aggregate), so elements pass as
+    they are."""
+
+    def __init__(self, exprs: Sequence[plan.Expr], identity: bool = False, label: str = "") -> None:
         super().__init__(label)
+        self.identity = identity
         items = "".join(f", {expressions.source(x, 'e')}" for x in exprs)
         #: The output element as Python source over element ``e``.
         self.element = f"(e[0], e[1], e[2]{items})"
@@ -40,7 +45,9 @@ class ProjectOp(Operator):
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
-        return self._run(batch) if batch else batch  # type: ignore[no-any-return]
+        if self.identity or not batch:
+            return batch
+        return self._run(batch)  # type: ignore[no-any-return]
 
 
 class Multiset:
@@ -103,21 +110,34 @@ class DistinctOp(Operator):
 class UnionOp(Operator):
     """UNION ALL merges the two inputs (left first within an instant); UNION
     on relations adds duplicate elimination. Integer columns that widen to
-    float are converted so equal values compare equal downstream."""
+    float are converted so equal values compare equal downstream: ``widen``
+    says, per input and column, which to convert (a float stays as it is)."""
 
-    def __init__(self, keep_all: bool, widen: Sequence[bool], kind: plan.Kind, label: str = "") -> None:
+    def __init__(
+        self, keep_all: bool, widen: Sequence[Sequence[bool]], kind: plan.Kind, label: str = ""
+    ) -> None:
         super().__init__(label)
         self.keep_all = keep_all or kind is plan.Kind.STREAM
         self.seen = Multiset()
-        self.widen: Any = None
-        if any(widen):
-            items = "".join(f", float(e[{i + 3}])" if w else f", e[{i + 3}]" for i, w in enumerate(widen))
-            self.widen = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
+        #: Per input: the widened element as Python source over ``e``, or None.
+        self.elements: list[str | None] = [None, None]
+        self._widen: list[Any] = [None, None]
+        for side, columns in enumerate(widen):
+            if any(columns):
+                items = "".join(
+                    f", (None if (v := e[{i + 3}]) is None else float(v))" if w else f", e[{i + 3}]"
+                    for i, w in enumerate(columns)
+                )
+                self.elements[side] = f"(e[0], e[1], e[2]{items})"
+                self._widen[side] = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         left, right = inputs
-        if self.widen is not None:
-            left, right = self.widen(left), self.widen(right)
+        widen_left, widen_right = self._widen
+        if widen_left is not None and left:
+            left = widen_left(left)
+        if widen_right is not None and right:
+            right = widen_right(right)
         merged = merge_by_ts(left, right)
         if self.keep_all:
             return merged

@@ -13,10 +13,11 @@ of a FIFO buffer holds the minimum; otherwise ``state_low`` scans.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from node.engine.elements import Element
+from node.engine import expressions
+from node.engine.elements import VALUES, Element
 from node.engine.operators.base import Operator
 
 
@@ -28,43 +29,71 @@ def _fifo_low(buf: deque[Element], monotone: bool) -> int | None:
     return int(min(e[1] for e in buf))
 
 
+_RANGE = """
+def process(self, batch, t_hi):
+    buf = self.buf
+    out = []
+    append = out.append
+    if batch:
+        ts = batch[0][0]
+        if ts == batch[-1][0]:
+            if buf and buf[-1][0] + {life} <= ts:
+                out = [{delete} for o in buf]
+                append = out.append
+                buf.clear()
+            else:
+                while buf and buf[0][0] + {life} <= ts:
+                    o = buf.popleft()
+                    append({delete})
+            out += batch
+            buf.extend(batch)
+        else:
+            for e in batch:
+                ts = e[0]
+                while buf and buf[0][0] + {life} <= ts:
+                    o = buf.popleft()
+                    append({delete})
+                buf.append(e)
+                append(e)
+    while buf and buf[0][0] + {life} <= t_hi:
+        o = buf.popleft()
+        append({delete})
+    return out
+"""
+
+
 class RangeWindowOp(Operator):
     """``[Range T]`` (T >= 0; ``[Now]`` is T = 0) and ``[Range Unbounded]``
     (``range_ms`` None). A tuple with timestamp ts is in the relation at
-    instants ts .. ts+T and leaves at ts+T+1."""
+    instants ts .. ts+T and leaves at ts+T+1. The bounded window is a
+    generated loop for the stream's width (a batch of one instant, the usual
+    case in a recursive program, expires and enters without a per-tuple
+    loop)."""
 
     timed = True
 
-    def __init__(self, range_ms: int | None, monotone: bool, label: str = "") -> None:
+    def __init__(self, range_ms: int | None, width: int, monotone: bool, label: str = "") -> None:
         super().__init__(label)
         self.range_ms = range_ms
         self.monotone = monotone
         self.buf: deque[Element] = deque()
         self._first_lin: int | None = None  # unbounded: lineage never leaves
+        if range_ms is not None:
+            life = range_ms + 1
+            delete = expressions.element_source("o", width, ts=f"o[0] + {life}", sign="-1")
+            namespace: dict[str, Any] = {}
+            exec(_RANGE.format(life=life, delete=delete), namespace)  # noqa: S102
+            self._bounded = namespace["process"]
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
-        if self.range_ms is None:
-            if batch and self._first_lin is None:
-                self._first_lin = min(e[1] for e in batch) if not self.monotone else batch[0][1]
-            elif batch and not self.monotone:
-                self._first_lin = min(self._first_lin or batch[0][1], *(e[1] for e in batch))
-            return batch
-        life = self.range_ms + 1
-        buf = self.buf
-        out: list[Element] = []
-        append = out.append
-        for e in batch:
-            ts = e[0]
-            while buf and buf[0][0] + life <= ts:
-                old = buf.popleft()
-                append((old[0] + life, old[1], -1, *old[3:]))
-            buf.append(e)
-            append(e)
-        while buf and buf[0][0] + life <= t_hi:
-            old = buf.popleft()
-            append((old[0] + life, old[1], -1, *old[3:]))
-        return out
+        if self.range_ms is not None:
+            return self._bounded(self, batch, t_hi)  # type: ignore[no-any-return]
+        if batch and self._first_lin is None:
+            self._first_lin = min(e[1] for e in batch) if not self.monotone else batch[0][1]
+        elif batch and not self.monotone:
+            self._first_lin = min(self._first_lin or batch[0][1], *(e[1] for e in batch))
+        return batch
 
     def next_fire(self) -> int | None:
         if self.range_ms is None or not self.buf:
@@ -203,34 +232,45 @@ class RowsWindowOp(Operator):
         return out
 
 
-class PartitionWindowOp(Operator):
-    """``[Partition By keys Rows N]``: the last N tuples of each partition."""
+_PARTITION = """
+def process(self, batch, t_hi):
+    if not batch:
+        return batch
+    parts = self.parts
+    get = parts.get
+    out = []
+    append = out.append
+    for e in batch:
+        k = {key}
+        part = get(k)
+        if part is None:
+            part = parts[k] = deque()
+        part.append(e)
+        append(e)
+        if len(part) > {rows}:
+            o = part.popleft()
+            append({delete})
+    return out
+"""
 
-    def __init__(self, key: Callable[[Element], Any], rows: int, monotone: bool, label: str = "") -> None:
+
+class PartitionWindowOp(Operator):
+    """``[Partition By keys Rows N]``: the last N tuples of each partition
+    (``keys`` are column positions); a generated loop."""
+
+    def __init__(self, keys: Sequence[int], rows: int, width: int, monotone: bool, label: str = "") -> None:
         super().__init__(label)
-        self.key = key
         self.rows = rows
         self.monotone = monotone
         self.parts: dict[Any, deque[Element]] = {}
+        key = "(" + "".join(f"e[{VALUES + k}], " for k in keys) + ")"
+        delete = expressions.element_source("o", width, ts="e[0]", sign="-1")
+        namespace: dict[str, Any] = {"deque": deque}
+        exec(_PARTITION.format(key=key, rows=rows, delete=delete), namespace)  # noqa: S102
+        self._process = namespace["process"]
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
-        batch = inputs[0]
-        if not batch:
-            return batch
-        key, rows, parts = self.key, self.rows, self.parts
-        out: list[Element] = []
-        append = out.append
-        for e in batch:
-            k = key(e)
-            part = parts.get(k)
-            if part is None:
-                part = parts[k] = deque()
-            part.append(e)
-            append(e)
-            if len(part) > rows:
-                old = part.popleft()
-                append((e[0], old[1], -1, *old[3:]))
-        return out
+        return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
 
     def state_low(self) -> int | None:
         lows = [x for x in (_fifo_low(p, self.monotone) for p in self.parts.values()) if x is not None]

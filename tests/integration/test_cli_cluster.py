@@ -1,0 +1,137 @@
+"""The cluster commands of the CLI as a user runs them: ``semiactive demo``,
+``semiactive cluster up`` (its run directory and live progress line), and
+Ctrl-C, which drains and leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.processes import ROOT, assert_no_processes, chain_config, read_jsonl, semiactive, write_config
+
+pytestmark = pytest.mark.slow
+
+SELECT = ["REGISTER QUERY s1 AS SELECT id, val FROM s0 WHERE val % 3 != 0"]
+
+
+def _reference(source: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for row in source:
+        if row["val"] % 3 != 0:
+            out.append({"seq": len(out) + 1, "ts": row["ts"], "id": row["id"], "val": row["val"]})
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_demo_is_verified_against_the_reference(tmp_path: Path) -> None:
+    run_dir = tmp_path / "demo"
+    result = semiactive("demo", "--duration", "3", "--run-dir", str(run_dir), timeout=90)
+    assert_no_processes(str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert "sink: " in result.stdout and "identical to the reference" in result.stdout, result.stdout
+    assert len(read_jsonl(run_dir / "sink" / "sink.jsonl")) > 2000  # 1000 tuples/s for 3 s
+
+
+def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="layout"))
+    run_dir = tmp_path / "run"
+    result = semiactive(
+        "cluster", "up", str(config), "--duration", "2.5", "--run-dir", str(run_dir), timeout=90
+    )
+    assert_no_processes(str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert f"run directory: {run_dir}" in result.stderr
+    # The live progress line: elapsed time and per-second rates, rewritten in place.
+    progress = [part for part in result.stderr.split("\r") if "t=" in part]
+    assert progress, result.stderr
+    assert "node-0 " in progress[-1] and "/s" in progress[-1] and "sink " in progress[-1]
+
+    cluster = json.loads((run_dir / "cluster.json").read_text())
+    assert cluster["name"] == "layout"
+    processes = {p["name"]: p for p in cluster["processes"]}
+    assert {n: p["role"] for n, p in processes.items()} == {
+        "node-0": "source",
+        "node-1": "primary",
+        "sink": "sink",
+    }
+    ports = set()
+    for p in processes.values():
+        assert isinstance(p["pid"], int) and p["pid"] > 0
+        assert not _alive(p["pid"]), f"{p['name']} still runs"
+        assert set(p["ports"]) == {"grpc", "metrics"}
+        ports |= set(p["ports"].values())
+    assert len(ports) == 6 and all(1024 <= port <= 65535 for port in ports)
+
+    for name in processes:
+        assert (run_dir / "logs" / f"{name}.log").is_file()
+    source = read_jsonl(run_dir / "sources" / "node-0.jsonl")
+    assert len(source) > 1500
+    end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
+    assert end["count"] == len(source) and end["watermark"] >= source[-1]["ts"]
+    assert read_jsonl(run_dir / "sink" / "sink.jsonl") == _reference(source)
+
+
+def test_sigint_drains_and_leaves_no_process(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="interrupted"))
+    run_dir = tmp_path / "run"
+    stderr = tmp_path / "stderr.txt"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "semiactive",
+                "cluster",
+                "up",
+                str(config),
+                "--duration",
+                "60",
+                "--run-dir",
+                str(run_dir),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+    try:
+        # Interrupt once the cluster runs: the progress line is on stderr.
+        deadline = time.monotonic() + 30
+        while "t=" not in stderr.read_text(errors="replace"):
+            assert proc.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline, "no progress line"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=45)
+        assert time.monotonic() - interrupted < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert_no_processes(str(run_dir))
+    text = stderr.read_text()
+    assert code == 0, text
+    assert "interrupted: draining" in text
+    source = read_jsonl(run_dir / "sources" / "node-0.jsonl")
+    assert 500 < len(source) < 30_000  # stopped long before the 60 s
+    # Drained: the sink got everything the source emitted, computed.
+    assert read_jsonl(run_dir / "sink" / "sink.jsonl") == _reference(source)
+    cluster = json.loads((run_dir / "cluster.json").read_text())
+    assert not any(_alive(p["pid"]) for p in cluster["processes"])

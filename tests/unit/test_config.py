@@ -1,0 +1,444 @@
+"""Configuration errors name file, line and field; the topology derived from
+a valid configuration (semiactive/config.py, semiactive/topology.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from node.cql import plan
+from node.engine.engine import Engine
+from node.sources import wire_size
+from semiactive import config, topology
+from semiactive.config import ConfigError
+
+BASE = """\
+name: t
+sources:
+  - name: node-0
+    stream: s0
+stages:
+  - name: stage-1
+    node: node-1
+    query: |
+      REGISTER QUERY s1 AS
+        SELECT * FROM s0 WHERE val >= 0
+sinks:
+  - name: sink
+    input: s1
+"""
+
+
+def _load(tmp_path: Path, text: str, name: str = "c.yaml") -> topology.Topology:
+    path = tmp_path / name
+    path.write_text(text)
+    return topology.resolve(config.load(path))
+
+
+def _error(tmp_path: Path, text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, text)
+    return info.value
+
+
+def _line(text: str, needle: str) -> int:
+    """1-based number of the only line containing ``needle``."""
+    found = [n for n, line in enumerate(text.splitlines(), start=1) if needle in line]
+    assert len(found) == 1, (needle, found)
+    return found[0]
+
+
+def _check(tmp_path: Path, text: str, needle: str, field: str, message: str) -> None:
+    err = _error(tmp_path, text)
+    path = str(tmp_path / "c.yaml")
+    line = _line(text, needle)
+    assert (err.file, err.line, err.field) == (path, line, field), str(err)
+    assert message in err.message, str(err)
+    assert str(err).startswith(f"{path}:{line}: {field}: " if field else f"{path}:{line}: ")
+
+
+def test_the_base_config_is_valid(tmp_path: Path) -> None:
+    topo = _load(tmp_path, BASE)
+    assert list(topo.stages) == ["node-0", "stage-1", "sink"]
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def test_malformed_yaml(tmp_path: Path) -> None:
+    text = "name: t\nsources:\n  - name: node-0\n    stream: [s0\n  - name: x\n"
+    err = _error(tmp_path, text)
+    assert err.file == str(tmp_path / "c.yaml") and err.line == 5
+    assert str(err).startswith(f"{tmp_path / 'c.yaml'}:5: malformed YAML: ")
+    err = _error(tmp_path, "- just\n- a list\n")
+    assert (err.line, err.message) == (1, "the config must be a mapping at the top level")
+
+
+def test_unknown_field_nested(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "    stream: s0\n", "    stream: s0\n    rate:\n      - {at_s: 0, tuples_per_s: 5, burst: 3}\n"
+    )
+    _check(tmp_path, text, "burst", "sources[0].rate[0].burst", "unknown field 'burst'")
+    text = BASE.replace(
+        "    node: node-1\n", "    node: node-1\n    ha:\n      mode: sas\n      secondry: n2\n"
+    )
+    _check(tmp_path, text, "secondry", "stages[0].ha.secondry", "unknown field 'secondry'")
+    _check(tmp_path, BASE + "hearbeat_ms: 5\n", "hearbeat", "hearbeat_ms", "unknown field 'hearbeat_ms'")
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    text = BASE.replace("    stream: s0\n", "    stream: s0\n    seed: abc\n")
+    _check(tmp_path, text, "seed", "sources[0].seed", "Input should be a valid integer")
+    text = BASE.replace("name: t\n", "name: t\nbatch_rows: 0\n")
+    _check(tmp_path, text, "batch_rows", "batch_rows", "greater than or equal to 1")
+
+
+def test_bad_enum(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "    node: node-1\n", "    node: node-1\n    ha:\n      mode: fast\n      secondary: n2\n"
+    )
+    _check(tmp_path, text, "mode: fast", "stages[0].ha.mode", "Input should be 'none', 'as', 'ub' or 'sas'")
+    text = BASE.replace("    node: node-1\n", "    node: node-1\n    ha:\n      mode: sas\n")
+    _check(tmp_path, text, "ha:", "stages[0].ha", "ha mode sas needs a secondary node")
+
+
+def test_rate_phases_out_of_order(tmp_path: Path) -> None:
+    phases = "    rate:\n      - {at_s: 0, tuples_per_s: 100}\n      - {at_s: 10, tuples_per_s: 1000}\n"
+    _load(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n" + phases))  # in order: fine
+    text = BASE.replace(
+        "    stream: s0\n", "    stream: s0\n" + phases + "      - {at_s: 5, tuples_per_s: 10}\n"
+    )
+    _check(tmp_path, text, "rate:", "sources[0].rate", "increasing at_s order")
+    text = BASE.replace("    stream: s0\n", "    stream: s0\n    rate: [{at_s: 2, tuples_per_s: 10}]\n")
+    _check(tmp_path, text, "rate:", "sources[0].rate", "must start at at_s 0")
+
+
+def test_missing_or_double_query(tmp_path: Path) -> None:
+    no_query = BASE.replace(
+        "    query: |\n      REGISTER QUERY s1 AS\n        SELECT * FROM s0 WHERE val >= 0\n", ""
+    )
+    _check(tmp_path, no_query, "- name: stage-1", "stages[0]", "give exactly one of query and query_file")
+    both = BASE.replace("    node: node-1\n", "    node: node-1\n    query_file: q.cql\n")
+    _check(tmp_path, both, "- name: stage-1", "stages[0]", "give exactly one of query and query_file")
+
+
+def test_duplicate_node_names(tmp_path: Path) -> None:
+    _check(
+        tmp_path,
+        BASE.replace("node: node-1", "node: node-0"),
+        "node: node-0",
+        "stages[0].node",
+        "'node-0' is used twice",
+    )
+    _check(tmp_path, BASE + "spares: [sink]\n", "spares", "spares[0]", "node name 'sink' is used twice")
+
+
+def test_duplicate_stream_producers(tmp_path: Path) -> None:
+    twin = "  - name: stage-2\n    node: node-2\n    query: REGISTER QUERY s1 AS SELECT * FROM s0\n"
+    text = BASE.replace("sinks:\n", twin + "sinks:\n")
+    _check(
+        tmp_path,
+        text,
+        "REGISTER QUERY s1 AS SELECT",
+        "stages[1].query",
+        "stream 's1' is produced by both stage-1 and stage-2",
+    )
+    # A stage whose output has a source's stream name.
+    two_sources = BASE.replace("stages:\n", "  - {name: node-b, stream: other}\nstages:\n")
+    text = two_sources.replace(
+        "sinks:\n",
+        "  - name: stage-2\n    node: node-2\n    query: REGISTER QUERY s0 AS SELECT * FROM other\nsinks:\n",
+    )
+    _check(
+        tmp_path,
+        text,
+        "REGISTER QUERY s0 AS",
+        "stages[1].query",
+        "stream 's0' is produced by both node-0 and stage-2",
+    )
+
+
+def test_unknown_sink_input(tmp_path: Path) -> None:
+    _check(
+        tmp_path,
+        BASE.replace("input: s1", "input: s9"),
+        "input: s9",
+        "sinks[0].input",
+        "unknown stream 's9'; known: s0, s1",
+    )
+
+
+def test_unknown_endpoint_node(tmp_path: Path) -> None:
+    text = BASE + "endpoints:\n  node-1: {port: 5001}\n  ghost: {port: 5000}\n"
+    _check(tmp_path, text, "ghost", "endpoints.ghost", "endpoint for unknown node 'ghost'")
+    text = BASE + "endpoints:\n  node-1: {port: 70000}\n"
+    _check(tmp_path, text, "70000", "endpoints.node-1.port", "less than or equal to 65535")
+
+
+def test_tuple_bytes_too_small(tmp_path: Path) -> None:
+    # id and val are 8 bytes each, plus the 8-byte ts: 24.
+    text = BASE.replace("    stream: s0\n", "    stream: s0\n    tuple_bytes: 23\n")
+    _check(
+        tmp_path,
+        text,
+        "tuple_bytes",
+        "sources[0].tuple_bytes",
+        "tuple_bytes 23 is smaller than the schema's 24 bytes",
+    )
+    _load(tmp_path, text.replace("tuple_bytes: 23", "tuple_bytes: 24"))
+
+
+def test_cql_error_in_an_inline_block_query(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "      REGISTER QUERY s1 AS\n        SELECT * FROM s0 WHERE val >= 0\n",
+        "      -- the stage's program\n"
+        "      REGISTER QUERY s1 AS\n"
+        "        SELECT *\n"
+        "        FROM s0 WHERE nope >= 0\n",
+    )
+    # The block's text starts on the line after "query: |"; the error is on
+    # query line 4, column 17 ("nope" after the block's indentation is removed).
+    first = _line(text, "-- the stage's program")
+    assert _line(text, "nope") == first + 4 - 1
+    _check(
+        tmp_path,
+        text,
+        "nope",
+        "stages[0].query",
+        "unknown column 'nope'; known columns: id, val, pad (query line 4, column 17)",
+    )
+    syntax = BASE.replace("SELECT * FROM s0", "SELECT * FORM s0")
+    _check(tmp_path, syntax, "FORM", "stages[0].query", "syntax error: unexpected 'FORM'")
+
+
+def test_cql_error_in_an_inline_plain_query(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "    query: |\n      REGISTER QUERY s1 AS\n        SELECT * FROM s0 WHERE val >= 0\n",
+        '    query: "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE nope >= 0"\n',
+    )
+    _check(
+        tmp_path,
+        text,
+        "nope",
+        "stages[0].query",
+        "unknown column 'nope'; known columns: id, val, pad (query line 1, column 45)",
+    )
+
+
+def test_cql_error_in_a_query_file(tmp_path: Path) -> None:
+    (tmp_path / "q.cql").write_text("REGISTER QUERY s1 AS\n  SELECT *\n  FROM s0 WHERE nope > 1\n")
+    text = BASE.replace(
+        "    query: |\n      REGISTER QUERY s1 AS\n        SELECT * FROM s0 WHERE val >= 0\n",
+        "    query_file: q.cql\n",
+    )
+    err = _error(tmp_path, text)
+    assert str(err) == f"{tmp_path / 'q.cql'}:3:17: unknown column 'nope'; known columns: id, val, pad"
+    (tmp_path / "q.cql").unlink()
+    _check(tmp_path, text, "query_file", "stages[0].query_file", "cannot read q.cql")
+
+
+def test_a_stage_without_a_registered_query(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "      REGISTER QUERY s1 AS\n        SELECT * FROM s0 WHERE val >= 0\n",
+        "      REGISTER STREAM x (a integer)\n",
+    )
+    _check(tmp_path, text, "query: |", "stages[0].query", "registers no query")
+    text = BASE.replace("    node: node-1\n", "    node: node-1\n    output: s7\n")
+    _check(
+        tmp_path,
+        text,
+        "output: s7",
+        "stages[0].output",
+        "output 's7' is not a registered query of this stage",
+    )
+
+
+# -- topology -------------------------------------------------------------------------------------
+
+JOIN = """\
+sources:
+  - name: prices-src
+    stream: prices
+    schema: {sym: char(4), price: integer}
+    tuple_bytes: 20
+  - name: orders-src
+    stream: orders
+    schema: {sym: char(4), qty: integer}
+stages:
+  - name: report
+    node: n3
+    query: |
+      REGISTER QUERY total AS
+        ISTREAM(SELECT SUM(cost) AS spent FROM costs)
+  - name: join
+    node: n2
+    query: |
+      REGISTER QUERY costs AS
+        ISTREAM(SELECT orders.sym, qty * price AS cost
+                FROM orders [Now], prices [Range 1 second]
+                WHERE orders.sym = prices.sym)
+sinks:
+  - {name: out, input: total}
+  - {name: tap, input: costs}
+"""
+
+
+def test_edges_and_stage_order(tmp_path: Path) -> None:
+    topo = _load(tmp_path, JOIN)
+    # Stages compile in dependency order whatever the file's order.
+    assert list(topo.stages) == ["prices-src", "orders-src", "join", "report", "out", "tap"]
+    assert [(e.producer, e.consumer, e.stream, e.index) for e in topo.edges] == [
+        ("orders-src", "join", "orders", 0),  # inputs in order of first use in FROM
+        ("prices-src", "join", "prices", 1),
+        ("join", "report", "costs", 0),
+        ("report", "out", "total", 0),
+        ("join", "tap", "costs", 0),
+    ]
+    join = topo.stages["join"]
+    assert [e.id for e in join.inputs] == ["orders-src->join", "prices-src->join"]
+    assert [e.id for e in join.outputs] == ["join->report", "join->tap"]
+    assert join.schema is not None and join.schema.names == ("sym", "cost")
+    assert topo.stages["report"].kind is plan.Kind.STREAM
+    assert topo.streams == {
+        "prices": "prices-src",
+        "orders": "orders-src",
+        "costs": "join",
+        "total": "report",
+    }
+    assert {n: (i.role, i.stage) for n, i in topo.nodes.items()} == {
+        "prices-src": ("source", "prices-src"),
+        "orders-src": ("source", "orders-src"),
+        "n2": ("primary", "join"),
+        "n3": ("primary", "report"),
+        "out": ("sink", "out"),
+        "tap": ("sink", "tap"),
+    }
+
+
+def test_pad_column_makes_up_tuple_bytes(tmp_path: Path) -> None:
+    topo = _load(tmp_path, BASE)
+    schema = topo.stages["node-0"].schema
+    assert schema is not None
+    # Default schema id, val (integer) and tuple_bytes 44: ts 8 + 8 + 8 + pad char(20).
+    assert [(c.name, str(c.type)) for c in schema.columns] == [
+        ("id", "integer"),
+        ("val", "integer"),
+        ("pad", "char(20)"),
+    ]
+    assert wire_size(schema) == 44
+    # The stage's SELECT * carries the pad on.
+    stage_schema = topo.stages["stage-1"].schema
+    assert stage_schema is not None and stage_schema.names == ("id", "val", "pad")
+    # Exactly the schema's size: no pad; file sources never get one.
+    join = _load(tmp_path, JOIN)
+    prices = join.stages["prices-src"].schema
+    assert prices is not None and prices.names == ("sym", "price")  # 8 + 4 + 8 = 20
+    orders = join.stages["orders-src"].schema
+    assert orders is not None and [str(c.type) for c in orders.columns] == ["char(4)", "integer", "char(24)"]
+    file_source = BASE.replace("    stream: s0\n", "    stream: s0\n    kind: file\n    path: in.csv\n")
+    schema = _load(tmp_path, file_source).stages["node-0"].schema
+    assert schema is not None and schema.names == ("id", "val")
+
+
+def test_a_file_source_path_is_relative_to_the_config(tmp_path: Path) -> None:
+    file_source = BASE.replace("    stream: s0\n", "    stream: s0\n    kind: file\n    path: data/in.csv\n")
+    source = _load(tmp_path, file_source).stages["node-0"].source
+    assert source is not None and source.path == str(tmp_path / "data" / "in.csv")
+    absolute = file_source.replace("data/in.csv", "/srv/in.csv")
+    source = _load(tmp_path, absolute).stages["node-0"].source
+    assert source is not None and source.path == "/srv/in.csv"
+    _check(
+        tmp_path,
+        file_source.replace("    path: data/in.csv\n", ""),
+        "- name: node-0",
+        "sources[0]",
+        "needs a path",
+    )
+
+
+def test_a_cycle_across_stages_is_rejected_naming_the_stages(tmp_path: Path) -> None:
+    text = """\
+sources:
+  - {name: node-0, stream: s0}
+stages:
+  - name: mix
+    node: node-1
+    query: |
+      REGISTER QUERY x AS SELECT * FROM s0 UNION ALL SELECT * FROM y
+  - name: back
+    node: node-2
+    query: REGISTER QUERY y AS SELECT * FROM x
+sinks:
+  - {name: sink, input: y}
+"""
+    _check(
+        tmp_path, text, "query: |", "stages[0].query", "stages mix, back read each other's output in a cycle"
+    )
+
+
+def test_a_stage_input_that_can_be_null_is_guarded(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "sinks:\n",
+        "  - name: stage-2\n"
+        "    node: node-2\n"
+        "    query: REGISTER QUERY s2 AS SELECT q * 2 AS r FROM s1 WHERE q < 100\n"
+        "sinks:\n",
+    ).replace("SELECT * FROM s0 WHERE val >= 0", "SELECT id, val / (id % 2) AS q FROM s0")
+    topo = _load(tmp_path, text)
+    first = topo.stages["stage-1"].schema
+    assert first is not None and [(c.name, c.nullable) for c in first.columns] == [("id", False), ("q", True)]
+    program = topo.stages["stage-2"].program
+    assert program is not None and program.inputs["s1"].schema.columns[1].nullable
+    # The upstream stage's NULL arrives as a value: the downstream program
+    # must not fail on it (q * 2 is NULL; q < 100 is false).
+    engine = Engine(program, ["s2"])
+    engine.push("s1", [(1, 1, 1, 0, None), (2, 2, 1, 1, 7)])
+    assert engine.advance(2)["s2"] == [(2, 2, 1, 14)]
+
+
+def test_defaults(tmp_path: Path) -> None:
+    cfg = config.load(_write(tmp_path, BASE)).model
+    assert (cfg.heartbeat_ms, cfg.timeout_ms, cfg.batch_rows, cfg.queue_rows) == (250, 500, 1024, 50_000)
+    src = cfg.sources[0]
+    assert (src.kind, src.tuple_bytes, src.seed, src.log, src.speed) == ("synthetic", 44, 1, True, 1.0)
+    assert src.schema_ == {"id": "integer", "val": "integer"}
+    assert [(p.at_s, p.tuples_per_s) for p in src.rate] == [(0.0, 1000)]
+    stage = cfg.stages[0]
+    assert (stage.cost_ms, stage.ha.mode, stage.ha.batch_size, stage.output) == (0.0, "none", 100, None)
+    timed = config.load(_write(tmp_path, BASE + "failure_timeout_ms: 900\n")).model
+    assert timed.timeout_ms == 900
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_example_of_the_configuration_reference_loads(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    start = doc.index("```yaml\n") + len("```yaml\n")
+    example = doc[start : doc.index("```", start)]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prices.csv").write_text("ts,item,price\n0,apple,1.25\n")
+    (tmp_path / "report.cql").write_text(
+        "REGISTER QUERY totals AS\n"
+        "  ISTREAM(SELECT item, SUM(qty) AS n FROM priced [Now], prices [Partition By item Rows 1]\n"
+        "          WHERE id % 10 = 0 GROUP BY item)\n"
+    )
+    topo = _load(tmp_path, example)
+    assert [e.id for e in topo.edges] == [
+        "orders-src->pricing",
+        "pricing->report",
+        "prices-src->report",
+        "report->out",
+    ]
+    orders = topo.stages["orders-src"].schema
+    assert orders is not None and [str(c.type) for c in orders.columns] == ["integer", "integer", "char(20)"]
+    prices = topo.stages["prices-src"].source
+    assert prices is not None and prices.path == str(tmp_path / "data" / "prices.csv")
+    assert {n: i.role for n, i in topo.nodes.items() if i.role in ("secondary", "spare")} == {
+        "node-2b": "secondary",
+        "node-9": "spare",
+    }

@@ -1,0 +1,260 @@
+"""The input section (dedup, gaps, watermarks, the deterministic merge) and
+the output log's cursors (node/sections/input.py, ha/output_log.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ha.output_log import UNBOUNDED, OutputLog
+from node.codec import RowCodec
+from node.cql import plan
+from node.engine.elements import Element
+from node.sections.input import NEVER, EdgeInput, InputSection, SeqGapError
+
+SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
+CODEC = RowCodec(SCHEMA, plan.Kind.STREAM)
+
+
+def _edge(name: str = "a->b", stream: str = "s", index: int = 0) -> EdgeInput:
+    return EdgeInput(name, stream, index, CODEC)
+
+
+def _send(
+    edge: EdgeInput, first_seq: int, rows: list[tuple[int, int]], watermark: int, eos: bool = False
+) -> int:
+    """Rows as ``(ts, v)``, numbered from first_seq, through the codec."""
+    elements = [(ts, first_seq + i, 1, v) for i, (ts, v) in enumerate(rows)]
+    return edge.accept(first_seq, len(rows), CODEC.encode(elements), watermark, eos)
+
+
+def _values(rows: list[Element]) -> list[tuple[Any, ...]]:
+    return [(r[0], r[1], r[3]) for r in rows]  # (ts, seq or position, v)
+
+
+# -- EdgeInput ------------------------------------------------------------------------------------
+
+
+def test_edge_drops_duplicate_seqs() -> None:
+    edge = _edge()
+    assert _send(edge, 1, [(1, 10), (2, 20), (3, 30)], 3) == 3
+    # A reconnecting producer resends 2..3 and adds 4..5: only 4..5 are new.
+    assert _send(edge, 2, [(2, 20), (3, 30), (4, 40), (5, 50)], 5) == 2
+    # Everything again: nothing new.
+    assert _send(edge, 1, [(1, 10), (2, 20), (3, 30), (4, 40), (5, 50)], 5) == 0
+    assert _values(list(edge.pending)) == [(1, 1, 10), (2, 2, 20), (3, 3, 30), (4, 4, 40), (5, 5, 50)]
+    assert (edge.received, edge.duplicates, edge.last_seq, edge.next_seq) == (5, 2 + 5, 5, 6)
+
+
+def test_edge_gap_raises_and_changes_nothing() -> None:
+    edge = _edge()
+    _send(edge, 1, [(1, 10), (2, 20)], 2)
+    with pytest.raises(SeqGapError, match="rows from seq 4 but seq 3 is missing"):
+        _send(edge, 4, [(4, 40)], 4)
+    assert edge.next_seq == 3 and len(edge.pending) == 2 and edge.watermark == 2
+    # An empty batch from beyond our position is no gap, but it must not
+    # move time on either: the rows before it have not arrived (a stale
+    # stream after a restart sends such batches).
+    assert edge.accept(9, 0, b"", 7, False) == 0
+    assert edge.watermark == 2
+    # At our position it carries the watermark.
+    assert edge.accept(3, 0, b"", 7, False) == 0
+    assert edge.watermark == 7
+
+
+def test_edge_watermark_is_monotone_and_eos_sticks() -> None:
+    edge = _edge()
+    assert edge.watermark == NEVER
+    _send(edge, 1, [(5, 1)], 8)
+    _send(edge, 2, [(9, 1)], 6)  # a lower watermark is ignored
+    assert edge.watermark == 8
+    edge.accept(3, 0, b"", 12, True)
+    edge.accept(3, 0, b"", 11, False)
+    assert edge.watermark == 12 and edge.end_of_stream
+
+
+# -- InputSection ---------------------------------------------------------------------------------
+
+
+def test_single_edge_positions_are_edge_seqs() -> None:
+    edge = _edge()
+    section = InputSection([edge])
+    _send(edge, 1, [(1, 10), (4, 40)], 3)
+    rows, watermark = section.take()
+    assert watermark == 3
+    assert _values(rows["s"]) == [(1, 1, 10), (4, 2, 40)]
+    assert section.position == 2 and section.backlog == 0
+
+
+def test_merge_by_ts_edge_index_seq_up_to_the_smallest_watermark() -> None:
+    a, b = _edge("x->m", "A", 0), _edge("y->m", "B", 1)
+    section = InputSection([b, a])  # the edge index decides, not the list order
+    _send(a, 1, [(1, 11), (3, 12), (3, 13), (5, 14)], 4)
+    _send(b, 1, [(1, 21), (2, 22), (3, 23), (6, 24)], 3)
+    rows, watermark = section.take()
+    assert watermark == 3
+    # Order: A@1, B@1, B@2, A@3 (seq 2), A@3 (seq 3), B@3; positions 1..6 in
+    # that order. A@5 and B@6 wait for the watermark to pass them.
+    assert _values(rows["A"]) == [(1, 1, 11), (3, 4, 12), (3, 5, 13)]
+    assert _values(rows["B"]) == [(1, 2, 21), (2, 3, 22), (3, 6, 23)]
+    assert section.position == 6 and section.backlog == 2
+    # B moves to 5: A@5 goes (position 7), B@6 still waits.
+    _send(b, 5, [], 5)
+    rows, watermark = section.take()
+    assert watermark == 4  # A's watermark is now the smaller one
+    assert rows == {}
+    _send(a, 5, [], 6)
+    rows, watermark = section.take()
+    assert watermark == 5
+    assert _values(rows["A"]) == [(5, 7, 14)] and "B" not in rows
+    assert section.position == 7
+
+
+def test_merge_order_does_not_depend_on_arrival_batches() -> None:
+    def run(batches: list[tuple[str, int, list[tuple[int, int]], int]]) -> list[tuple[str, int, int, int]]:
+        a, b = _edge("x->m", "A", 0), _edge("y->m", "B", 1)
+        section = InputSection([a, b])
+        edges = {"A": a, "B": b}
+        out = []
+        for name, first, rows, mark in batches:
+            _send(edges[name], first, rows, mark)
+            taken, _ = section.take()
+            out += [(n, *row) for n, part in taken.items() for row in _values(part)]
+        return sorted(out, key=lambda r: r[2])
+
+    a_rows, b_rows = [(1, 1), (2, 2), (2, 3), (4, 4)], [(2, 5), (2, 6), (3, 7), (4, 8)]
+    one = run([("A", 1, a_rows, 4), ("B", 1, b_rows, 4)])
+    other = run(
+        [("B", 1, b_rows[:1], 2), ("A", 1, a_rows[:3], 3), ("B", 2, b_rows[1:], 4), ("A", 4, a_rows[3:], 4)]
+    )
+    assert one == other
+    assert [r[3] for r in one] == [1, 2, 3, 5, 6, 7, 4, 8]
+
+
+def test_end_of_stream_watermark_rule() -> None:
+    a, b = _edge("x->m", "A", 0), _edge("y->m", "B", 1)
+    section = InputSection([a, b])
+    assert section.watermark() == NEVER
+    _send(a, 1, [(2, 1)], 2)
+    _send(b, 1, [(3, 2)], 9)
+    assert section.watermark() == 2
+    # A finished edge no longer holds the others back...
+    a.accept(2, 0, b"", 4, True)
+    assert section.watermark() == 9
+    assert not section.end_of_stream
+    # ... and when every edge has finished, the inputs are complete up to
+    # the largest final watermark.
+    b.accept(2, 0, b"", 10, True)
+    assert section.end_of_stream and section.watermark() == 10
+    rows, watermark = section.take()
+    assert watermark == 10 and section.backlog == 0
+    assert (_values(rows["A"]), _values(rows["B"])) == ([(2, 1, 1)], [(3, 2, 2)])
+
+
+# -- OutputLog ------------------------------------------------------------------------------------
+
+
+def _rows(first: int, count: int) -> list[Element]:
+    return [(seq * 10, seq, 1, seq) for seq in range(first, first + count)]
+
+
+def test_backup_batches_of_b_rows() -> None:
+    log = OutputLog()
+    cursors = log.add_edge("e", batch_size=3)
+    log.append(_rows(1, 2), 20)
+    assert log.take_backup("e") == (1, [])  # 2 < B unsent rows: wait
+    log.append(_rows(3, 2), 40)
+    first, rows = log.take_backup("e")
+    assert (first, [r[1] for r in rows]) == (1, [1, 2, 3, 4])  # all unsent rows once there are B
+    assert (cursors.backed_up, cursors.shipped, log.unsent("e")) == (4, 4, 0)
+    log.append(_rows(5, 1), 50)
+    assert log.take_backup("e") == (5, [])
+    first, rows = log.take_backup("e", force=True)
+    assert (first, [r[1] for r in rows]) == (5, [5])
+
+
+def test_backup_batch_of_one_ships_every_row() -> None:
+    log = OutputLog()
+    log.add_edge("e", batch_size=1)
+    shipped = []
+    for seq in range(1, 4):
+        log.append(_rows(seq, 1))
+        shipped.append(log.take_backup("e"))
+    assert [(first, [r[1] for r in rows]) for first, rows in shipped] == [(1, [1]), (2, [2]), (3, [3])]
+
+
+def test_unbounded_batch_ships_only_when_forced() -> None:
+    log = OutputLog()
+    log.add_edge("e", batch_size=UNBOUNDED)
+    log.append(_rows(1, 1000))
+    assert log.take_backup("e") == (1, [])
+    first, rows = log.take_backup("e", force=True)
+    assert first == 1 and len(rows) == 1000
+
+
+def test_cut_passing_backed_up_drops_unsent_rows() -> None:
+    log = OutputLog()
+    cursors = log.add_edge("e", batch_size=4)
+    log.append(_rows(1, 5))
+    assert [r[1] for r in log.take_backup("e")[1]] == [1, 2, 3, 4, 5]
+    log.append(_rows(6, 3))  # 6, 7, 8 unsent
+    # The consumer needs nothing before 8: 6 and 7 are never shipped.
+    log.release("e", 8)
+    assert (cursors.cut, cursors.backed_up, cursors.dropped_unsent) == (8, 7, 2)
+    assert log.take_backup("e", force=True) == (8, [_rows(8, 1)[0]])
+    # A cut at or behind the current one changes nothing.
+    log.release("e", 3)
+    assert cursors.cut == 8 and cursors.dropped_unsent == 2
+    # A cut beyond the head stops after the head.
+    log.release("e", 100)
+    assert cursors.cut == 9
+
+
+def test_release_frees_below_the_smallest_cut_of_all_edges() -> None:
+    log = OutputLog()
+    log.add_edge("e1")
+    log.add_edge("e2")
+    log.append(_rows(1, 6))
+    log.release("e1", 7)
+    assert log.first == 1 and log.retained == 6  # e2 still needs everything
+    assert [r[1] for r in log.get(2, 3)] == [2, 3]
+    log.release("e2", 5)
+    assert log.first == 5 and log.retained == 2
+    assert [r[1] for r in log.get(1, 100)] == [5, 6]  # clipped to what is stored
+    assert log.get(7, 9) == []
+
+
+def test_full_at_capacity_until_released() -> None:
+    log = OutputLog(capacity=4)
+    log.add_edge("e")
+    log.append(_rows(1, 3))
+    assert not log.full
+    log.append(_rows(4, 1))
+    assert log.full
+    log.release("e", 5)
+    assert not log.full and log.retained == 0
+
+
+def test_finish_makes_the_watermark_cover_the_last_row() -> None:
+    log = OutputLog()
+    log.add_edge("e")
+    log.append([(5, 1, 1, 0), (7, 2, 1, 0)], 6)
+    log.finish(6)
+    assert log.end_of_stream and log.watermark == 7
+    # Also when the rows were acknowledged and freed before the end.
+    log = OutputLog()
+    log.add_edge("e")
+    log.append([(5, 1, 1, 0), (7, 2, 1, 0)], 6)
+    log.release("e", 3)
+    assert log.retained == 0
+    log.finish(6)
+    assert log.watermark == 7
+    # A larger final watermark wins; an empty log takes the given one.
+    log = OutputLog()
+    log.append([(5, 1, 1, 0)], 4)
+    log.finish(50)
+    assert log.watermark == 50
+    empty = OutputLog()
+    empty.finish(3)
+    assert empty.watermark == 3 and empty.end_of_stream

@@ -1,0 +1,211 @@
+"""Where tuples come from (node/sources.py): rate schedules, the seeded
+synthetic generator, and CSV / JSON Lines replay with located errors."""
+
+from __future__ import annotations
+
+import bisect
+import re
+from pathlib import Path
+
+import pytest
+
+from node.cql import plan
+from node.sources import Phase, RateSchedule, SourceDataError, SyntheticSource, read_rows, wire_size
+
+
+def _schema(*columns: tuple[str, plan.SqlType]) -> plan.Schema:
+    return plan.Schema(tuple(plan.Column(name, t) for name, t in columns))
+
+
+KV = _schema(("k", plan.char(4)), ("v", plan.INTEGER))
+
+# -- RateSchedule ---------------------------------------------------------------------------
+
+
+def test_two_phases_100_then_1000_per_second_from_10_s() -> None:
+    s = RateSchedule([Phase(0, 100), Phase(10_000, 1000)])
+    # Phase 1: one tuple every 10 ms, 1000 of them (ts 0 .. 9990); phase 2:
+    # one per ms from 10 000 on.
+    assert [s.ts(i) for i in (0, 1, 2, 99, 999)] == [0, 10, 20, 990, 9990]
+    assert [s.ts(i) for i in (1000, 1001, 1999)] == [10_000, 10_001, 10_999]
+    assert s.count_until(-1) == 0
+    assert s.count_until(0) == 1
+    assert s.count_until(9) == 1
+    assert s.count_until(10) == 2
+    assert s.count_until(9_999) == 1000
+    assert s.count_until(10_000) == 1001
+    assert s.count_until(10_500) == 1501
+    assert s.count_until(10.9) == 2  # fractions of a ms count as the ms they are in
+
+
+def test_fractional_rates_never_drift() -> None:
+    s = RateSchedule([Phase(0, 3), Phase(1000, 2.5)])
+    # 3/s: ts = floor(j * 1000 / 3); the phase holds ceil(1000 * 3 / 1000) = 3 tuples.
+    assert [s.ts(i) for i in range(3)] == [0, 333, 666]
+    # 2.5/s: one every 400 ms from 1000.
+    assert [s.ts(i) for i in range(3, 7)] == [1000, 1400, 1800, 2200]
+    assert s.ts(3 + 2500) == 1000 + 1_000_000  # 2500 tuples later: exactly 1000 s
+
+
+@pytest.mark.parametrize(
+    "phases",
+    [
+        [Phase(0, 100), Phase(10_000, 1000)],
+        [Phase(0, 3), Phase(1000, 2.5), Phase(3000, 700)],
+        [Phase(0, 1000), Phase(50, 7), Phase(1500, 333.3)],
+    ],
+)
+def test_count_until_agrees_with_ts(phases: list[Phase]) -> None:
+    s = RateSchedule(phases)
+    times = [s.ts(i) for i in range(3000)]
+    assert times == sorted(times)
+    for ms in range(-2, times[-1]):
+        assert s.count_until(ms) == bisect.bisect_right(times, ms), ms
+
+
+# -- SyntheticSource ----------------------------------------------------------------------------
+
+PADDED = _schema(("id", plan.INTEGER), ("val", plan.INTEGER), ("x", plan.FLOAT), ("pad", plan.char(20)))
+
+
+def _source(seed: int) -> SyntheticSource:
+    return SyntheticSource(PADDED, RateSchedule([Phase(0, 1000)]), seed)
+
+
+def test_same_seed_same_tuples_whatever_the_batching() -> None:
+    whole = _source(5).take(50)
+    pieces = _source(5)
+    split = pieces.take(20) + pieces.take(1) + pieces.take(29)
+    assert whole == split
+    assert _source(6).take(50) != whole
+
+
+def test_synthetic_tuple_shape() -> None:
+    rows = _source(5).take(1000)
+    assert [r[0] for r in rows[:3]] == [0, 1, 2]  # 1000/s: one per ms
+    assert [r[1] for r in rows[:3]] == [1, 2, 3]  # seq from 1
+    assert {r[2] for r in rows} == {1}
+    assert [r[3] for r in rows[:3]] == [0, 1, 2]  # id counts from 0
+    assert all(0 <= r[4] < 1000 and isinstance(r[4], int) for r in rows)
+    assert all(0 <= r[5] < 1000 and isinstance(r[5], float) for r in rows)
+    assert {r[6] for r in rows} == {"semiactivesemiactive"}  # the fixed filler
+    assert len({r[4] for r in rows}) > 500  # not constant
+
+
+def test_due_follows_the_schedule() -> None:
+    gen = _source(1)
+    assert gen.due(-1) == 0
+    assert gen.due(9.5) == 10  # ts 0 .. 9
+    gen.take(4)
+    assert gen.due(9.5) == 6
+    assert gen.next_ts() == 4
+
+
+def test_wire_size() -> None:
+    assert wire_size(PADDED) == 8 + 8 + 8 + 8 + 20
+    assert wire_size(_schema(("b", plan.BYTE), ("c", plan.char(3)))) == 8 + 1 + 3
+
+
+# -- read_rows -------------------------------------------------------------------------------------
+
+
+def test_csv_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text("ts,v,note,k\n1,10,x,a\n1,-3,y,bb\n7,0,z,\n")  # any column order; extra columns
+    assert list(read_rows(path, KV, plan.Kind.STREAM)) == [
+        (1, 1, 1, "a", 10),
+        (1, 2, 1, "bb", -3),
+        (7, 3, 1, "", 0),
+    ]
+
+
+def test_jsonl_rows(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"ts": 2, "k": "é", "v": 5}\n\n{"ts": 3, "k": "a", "v": 6, "extra": true}\n')
+    assert list(read_rows(path, KV, plan.Kind.STREAM)) == [(2, 1, 1, "é", 5), (3, 2, 1, "a", 6)]
+    floats = tmp_path / "f.jsonl"
+    floats.write_text('{"ts": 0, "x": 2}\n{"ts": 0, "x": 2.5}\n')
+    assert list(read_rows(floats, _schema(("x", plan.FLOAT)), plan.Kind.STREAM)) == [
+        (0, 1, 1, 2.0),
+        (0, 2, 1, 2.5),
+    ]
+
+
+def test_relation_op_column(tmp_path: Path) -> None:
+    path = tmp_path / "r.csv"
+    path.write_text("ts,op,k,v\n1,+,a,1\n4,-,a,1\n4,+,a,2\n")
+    assert list(read_rows(path, KV, plan.Kind.RELATION)) == [
+        (1, 1, 1, "a", 1),
+        (4, 2, -1, "a", 1),
+        (4, 3, 1, "a", 2),
+    ]
+    path.write_text("ts,op,k,v\n1,+,a,1\n2,*,a,1\n")
+    with pytest.raises(SourceDataError, match=f"^{re.escape(str(path))}:3: op must be"):
+        list(read_rows(path, KV, plan.Kind.RELATION))
+    path.write_text("ts,k,v\n1,a,1\n")
+    with pytest.raises(SourceDataError, match=f"^{re.escape(str(path))}:1: missing column.* op"):
+        list(read_rows(path, KV, plan.Kind.RELATION))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ts,k,v\n1,a,1\n2,b,x\n", r":3: column v: 'x' is not integer$"),
+        ("ts,k,v\n1,a,1\n2,b,1.5\n", r":3: column v: '1.5' is not integer$"),
+        ("ts,k,v\n5,a,1\n4,b,1\n", r":3: ts 4 goes back in time \(previous 5\)$"),
+        ("ts,k,v\n5,a,1\nsoon,b,1\n", r":3: ts must be an integer"),
+        ("ts,k\n1,a\n", r":1: missing column\(s\) v in the header$"),
+        ("k,v\na,1\n", r":1: missing column\(s\) ts in the header$"),
+        ("ts,k,v\n1,abcde,1\n", r":2: column k: 'abcde' is longer than char\(4\)$"),
+        ("ts,k,v\n1,ééé,1\n", r":2: column k: 'ééé' is longer than char\(4\)$"),  # 6 bytes
+        ("ts,k,v\n1,a,1\n2,b\n", r":3: column v: no value"),  # a short row
+        ("ts,k,v\n1,a,1,9\n", r":2: more fields than the header has \(3\)$"),
+    ],
+)
+def test_csv_errors_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text(text)
+    with pytest.raises(SourceDataError, match=f"^{re.escape(str(path))}{message}"):
+        list(read_rows(path, KV, plan.Kind.STREAM))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"ts": 1, "k": "a", "v": 1.7}', r"column v: '1.7' is not integer"),
+        ('{"ts": 1, "k": "a", "v": true}', r"column v: 'true' is not integer"),
+        ('{"ts": 1, "k": "a", "v": null}', r"column v: no value"),
+        ('{"ts": 1.5, "k": "a", "v": 1}', r"ts must be an integer"),
+        ('{"ts": 1, "k": "a"}', r"missing column v"),
+        ("[1, 2]", r"expected a JSON object"),
+        ('{"ts": 1,', r"not JSON"),
+    ],
+)
+def test_jsonl_errors_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"ts": 0, "k": "ok", "v": 0}\n' + line + "\n")
+    with pytest.raises(SourceDataError, match=f"^{re.escape(str(path))}:2: {message}"):
+        list(read_rows(path, KV, plan.Kind.STREAM))
+
+
+def test_float_and_byte_values_are_checked(tmp_path: Path) -> None:
+    schema = _schema(("x", plan.FLOAT), ("b", plan.BYTE))
+    path = tmp_path / "in.csv"
+    path.write_text("ts,x,b\n1,2.5,q\n2,-1e3,é\n")
+    assert list(read_rows(path, schema, plan.Kind.STREAM)) == [(1, 1, 1, 2.5, "q"), (2, 2, 1, -1000.0, "é")]
+    # NULL only comes from division by zero: no NaN or infinity as input.
+    for bad, message in (("nan", "'nan' is not float"), ("inf", "'inf' is not float")):
+        path.write_text(f"ts,x,b\n1,{bad},q\n")
+        with pytest.raises(SourceDataError, match=f"^{re.escape(str(path))}:2: column x: {message}$"):
+            list(read_rows(path, schema, plan.Kind.STREAM))
+    for bad in ("", "qq", "€"):
+        path.write_text(f"ts,x,b\n1,1.0,{bad}\n")
+        with pytest.raises(
+            SourceDataError, match=f"^{re.escape(str(path))}:2: column b: .* is not one byte$"
+        ):
+            list(read_rows(path, schema, plan.Kind.STREAM))
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(SourceDataError, match="cannot open"):
+        list(read_rows(tmp_path / "missing.csv", KV, plan.Kind.STREAM))
