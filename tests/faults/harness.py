@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from coordinator.report import analyse
 from coordinator.verify import check_run
 from semiactive import config, topology
 from tests.processes import assert_no_processes, chain_config, semiactive, write_config
@@ -73,7 +74,8 @@ def run(config_path: Path, run_dir: Path, *faults: str, duration: float = 4.0) -
     for check in checks:
         assert check.ok, check.describe() + "\n" + result.stderr
         assert check.delivered > 0
-    return {"stderr": result.stderr, "events": events(run_dir), "bytes": byte_counts(run_dir)}
+    report = analyse(topology.resolve(config.load(config_path)), run_dir)
+    return {"stderr": result.stderr, "events": events(run_dir), "bandwidth": report.bandwidth}
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:
@@ -81,12 +83,3 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
     for path in (run_dir / "telemetry").glob("events-*.jsonl"):
         out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return sorted(out, key=lambda e: float(e["t"]))
-
-
-def byte_counts(run_dir: Path) -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    for path in (run_dir / "telemetry").glob("*.summary.json"):
-        for item in json.loads(path.read_text()).get("bytes", []):
-            key = (item["edge"], item["channel"])
-            counts[key] = counts.get(key, 0) + int(item["bytes"])
-    return counts

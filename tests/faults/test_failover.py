@@ -66,8 +66,9 @@ def test_sigstop_a_primary_past_the_timeout_then_sigcont(tmp_path: Path) -> None
 @pytest.mark.parametrize("mode", ["as", "ub", "sas"])
 def test_modes_deliver_the_same_output(tmp_path: Path, mode: str) -> None:
     out = run(protected_chain(tmp_path, AGGREGATE, mode=mode), tmp_path / "run", "--kill", "node-2@2")
-    edge = "stage-1->stage-2"
-    main, backup = out["bytes"].get((edge, "data"), 0), out["bytes"].get((edge, "backup"), 0)
+    # Bytes into stage-2 while it was protected (up to the kill).
+    stage = next(b for b in out["bandwidth"] if b.stage == "stage-2")
+    main, backup = stage.main_bytes, stage.backup_bytes
     assert main > 0
     if mode == "ub":
         assert backup == 0
