@@ -1,0 +1,46 @@
+"""Views, epochs and fencing; the failure detector's deadline."""
+
+from __future__ import annotations
+
+from ha.detector import FailureDetector
+from ha.views import StageView, ViewTable
+
+
+def test_newer_views_win_epoch_first() -> None:
+    table = ViewTable([StageView("x", 0, 0, "p", "s")])
+    takeover = table["x"].promoted("s")
+    assert (takeover.epoch, takeover.version, takeover.primary, takeover.secondary) == (1, 1, "s", None)
+    assert table.apply(takeover)
+    assert not table.apply(takeover)  # the same view twice changes nothing
+    assert not table.apply(StageView("x", 0, 5, "p", "s"))  # an older epoch loses whatever its version
+    reprotected = table["x"].with_secondary("spare")
+    assert table.apply(reprotected) and table["x"].secondary == "spare" and table["x"].epoch == 1
+
+
+def test_stale_epochs_are_fenced_and_a_newer_one_is_witnessed() -> None:
+    table = ViewTable([StageView("x", 1, 3, "s", None)])
+    assert table.stale("x", 0)
+    assert not table.stale("x", 1)
+    # A producer stamped with a newer epoch took over: adopt it until the full view arrives.
+    assert table.witness("x", 2, "t")
+    assert table["x"].primary == "t" and table["x"].epoch == 2
+    assert table.stale("x", 1)
+    assert not table.witness("x", 2, "u")
+    full = StageView("x", 2, 4, "t", "spare")
+    assert table.apply(full) and table["x"].secondary == "spare"
+
+
+def test_roles() -> None:
+    view = StageView("x", 0, 0, "p", "s")
+    assert [view.role_of(n) for n in ("p", "s", "q")] == ["primary", "secondary", "none"]
+
+
+def test_detector_deadline_counts_from_the_last_pong() -> None:
+    d = FailureDetector(interval=0.25, timeout=0.5)
+    d.start(10.0)
+    assert not d.expired(10.4)
+    assert d.expired(10.6)  # never answered: one timeout after the start
+    d.on_pong(10.6)
+    assert not d.expired(11.0)
+    assert d.expired(11.2)
+    assert abs(d.silent_for(11.2) - 0.6) < 1e-9
