@@ -372,6 +372,7 @@ async def run_cluster(
         (run_dir / "telemetry" / "faults.json").write_text(json.dumps([f.record() for f in planned]))
         await cluster.shutdown()
     report = analyse(cluster.topology, run_dir)
+    (run_dir / "telemetry" / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     print(report.describe(), file=sys.stderr)
     if report_to is not None:
         report_to.append(report)

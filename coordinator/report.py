@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,16 @@ class RunReport:
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
     emitted: dict[str, int] = field(default_factory=dict)
     bandwidth_window: str = "whole run"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "emitted": self.emitted,
+            "sinks": self.sinks,
+            "faults": [asdict(f) for f in self.faults],
+            "bandwidth": [
+                {**asdict(b), "overhead": b.overhead, "window": self.bandwidth_window} for b in self.bandwidth
+            ],
+        }
 
     def describe(self) -> str:
         lines = [f"{name}: emitted {count:,} rows" for name, count in self.emitted.items()]

@@ -122,7 +122,7 @@ Seed 001, Fig. 7 with {n} sub-quer{ies}: running averages of val per id,
 recursive. all_avg_delay is fed back into uni_input and each avg_delay_i
 into avg_i, both through <Now>: nested loops (docs/recursion.md).
 
-  semiactive query run examples/fig7-{n}.cql --stream input=input.csv --output all_avg_delay
+  semiactive query run examples/fig7-{n}.cql --stream input=input.csv
 
 input.csv has the columns ts,id,val (the paper: id = 0..3 repeating, val
 counting up from 1). examples/fig7-{n}-open.cql is the non-recursive form.
@@ -132,11 +132,14 @@ _FIG7_OPEN_HEADER = """
 Seed 001, Fig. 7 with {n} sub-quer{ies}, opened (section 4.1): the streams fed
 back in examples/fig7-{n}.cql come from outside instead, dummy_all in place
 of all_avg_delay and dummy_i in place of avg_delay_i. Given the series the
-recursive query feeds back, it computes exactly the same; the heartbeat
-executor can run it (--executor hb), since it has no cycle.
+recursive query feeds back, it computes exactly the same; it has no cycle, so
+the heartbeat executor runs it too (--executor hb). Record the series, then
+replay them:
 
-  semiactive query run examples/fig7-{n}-open.cql --output all_avg_delay \\
-      --stream input=input.csv --stream dummy_all=all.csv {dummies}
+  semiactive query run examples/fig7-{n}.cql --stream input=input.csv > all.jsonl
+{record}
+  semiactive query run examples/fig7-{n}-open.cql --stream input=input.csv \\
+      --stream dummy_all=all.jsonl {replay}
 """
 
 
@@ -144,10 +147,16 @@ def files() -> dict[str, str]:
     """The example files: name in examples/ -> text."""
     out = {"trading.cql": _comment(_TRADING_HEADER) + FIG1_DELAYED}
     for n in (1, 2, 4):
+        record = (
+            f"  semiactive query run examples/fig7-{n}.cql --stream input=input.csv "
+            f"--output avg_delay_{i} > avg{i}.jsonl"
+            for i in range(n)
+        )
         fill = {
             "n": n,
             "ies": "y" if n == 1 else "ies",
-            "dummies": " ".join(f"--stream dummy_{i}=avg{i}.csv" for i in range(n)),
+            "record": "\n".join(record),
+            "replay": " ".join(f"--stream dummy_{i}=avg{i}.jsonl" for i in range(n)),
         }
         out[f"fig7-{n}.cql"] = _comment(_FIG7_HEADER.format(**fill)) + fig7(n)
         out[f"fig7-{n}-open.cql"] = _comment(_FIG7_OPEN_HEADER.format(**fill)) + fig7_open(n)

@@ -179,6 +179,29 @@ class _Generator:
             if self.instant:
                 return [*lines, f"{out} = ({left} + {right} if {right} else {left}) if {left} else {right}"]
             return [*lines, f"{out} = _merge({left}, {right}) if {left} or {right} else E"]
+        if self.instant and isinstance(op, ScanOp) and op.content is None:
+            return [
+                f"if Q{i} and Q{i}[0][0] <= t_hi:",
+                f"    {out} = [Q{i}.popleft()]",
+                f"    while Q{i} and Q{i}[0][0] <= t_hi: {out}.append(Q{i}.popleft())",
+                f"else: {out} = E",
+            ]
+        if self.instant and isinstance(op, RangeWindowOp) and op.range_ms == 0:
+            # [Now], one instant per slice: what it holds is from earlier
+            # instants, so all of it leaves now, before the new tuples enter.
+            kid = kids[0]
+            return [
+                f"if Q{i}:",
+                f"    {out} = [{op.deletion} for o in Q{i}]",
+                f"    Q{i}.clear()",
+                f"    if {kid}:",
+                f"        {out} += {kid}",
+                f"        Q{i}.extend({kid})",
+                f"elif {kid}:",
+                f"    {out} = {kid}",
+                f"    Q{i}.extend({kid})",
+                f"else: {out} = E",
+            ]
         self.names[f"p{i}"] = op.process
         call = f"p{i}(({', '.join(kids)}{',' if len(kids) == 1 else ''}), t_hi)"
         has_input = " or ".join(kids)

@@ -9,6 +9,10 @@ wider than its smallest cut delay, so a tuple fed back through a delay always
 lands in a later slice. ``max_slice_ms=1`` gives strict instant-by-instant
 execution, which tests use as the reference.
 
+The DTS order runs as one generated function (``compiled``, the default;
+see :mod:`node.engine.compiled`); ``compiled=False`` interprets it step by
+step, the reference the compiled code is tested against.
+
 With ``lineage=True`` (HA stages) the engine also keeps the lineage floor of
 each slice (see ``operators.base.SliceContext``), so that ``state_low`` is a
 valid Level-1 cut.

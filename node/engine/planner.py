@@ -7,7 +7,10 @@ per-side filters (pushed down), equi-join keys (hashed) and a residual
 predicate; and an aggregate directly over a row or time window of a base
 stream with integer SUM / COUNT / AVG is fused into one operator
 (:class:`~node.engine.operators.fused.WindowAggregateOp`), the common case
-that must be fast.
+that must be fast, and so is a GROUP BY over a partition window on the same
+keys (:class:`~node.engine.operators.partition_aggregate.PartitionAggregateOp`).
+Operators that would compute the same thing from the same inputs are shared
+(:func:`share`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from node.engine.operators.aggregate import AggregateOp
 from node.engine.operators.base import Operator
 from node.engine.operators.fused import WindowAggregateOp, fusable
 from node.engine.operators.join import JoinOp
+from node.engine.operators.partition_aggregate import PartitionAggregateOp
+from node.engine.operators.partition_aggregate import fusable as partition_fusable
 from node.engine.operators.relational import DistinctOp, ExceptOp, ProjectOp, SelectOp, UnionOp
 from node.engine.operators.streaming import DelayOp, ScanOp, ToStreamOp
 from node.engine.operators.windows import (
@@ -233,6 +238,11 @@ class _Builder:
                 and lineage_monotone(window.child)
             ):
                 return WindowAggregateOp(window.spec, node.aggregates, label), [window.child]
+            if self.fuse and partition_fusable(node) and self._private(window):
+                assert isinstance(window, plan.Window) and isinstance(window.spec, plan.PartitionWindow)
+                mono = lineage_monotone(window.child)
+                op = PartitionAggregateOp(window.spec.rows, node.group_by, node.aggregates, mono, label)
+                return op, [window.child]
             return AggregateOp(node.group_by, node.aggregates, label), [node.child]
         if isinstance(node, plan.Distinct):
             return DistinctOp(label), [node.child]

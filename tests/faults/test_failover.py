@@ -4,6 +4,7 @@ output (no loss, no duplicate, in order)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -23,6 +24,11 @@ def _at() -> str:
 @pytest.mark.parametrize("queries", [SELECTION, AGGREGATE], ids=["selection", "windowed aggregate"])
 def test_sigkill_the_middle_primary_at_a_random_time(tmp_path: Path, queries: list[str]) -> None:
     out = run(protected_chain(tmp_path, queries), tmp_path / "run", "--kill", f"node-2@{_at()}")
+    measured = json.loads((tmp_path / "run" / "telemetry" / "report.json").read_text())
+    fault = measured["faults"][0]
+    assert fault["detection_ms"] is not None and fault["recovery_ms"] is not None
+    assert fault["sink_gap_ms"] is not None
+    assert {b["stage"] for b in measured["bandwidth"]} == {"stage-1", "stage-2", "stage-3"}
     kinds = [e["event"] for e in out["events"] if e.get("stage") == "stage-2"]
     assert "failure_detected" in kinds and "takeover" in kinds and "recovered" in kinds
     assert any(e["event"] == "assigned" and e.get("stage") == "stage-2" for e in out["events"]), out["stderr"]

@@ -16,6 +16,8 @@ from node.cql import compile_program, plan
 from node.cql.examples import FIG1_DELAYED, fig7
 from node.engine.elements import Element
 from node.engine.engine import Engine
+from node.engine.operators.fused import WindowAggregateOp
+from node.engine.operators.partition_aggregate import PartitionAggregateOp
 from tests.unit.test_recursion_order import FIG6
 
 LOOP_AGGREGATES = """
@@ -37,6 +39,8 @@ REGISTER QUERY d AS ISTREAM(SELECT k, v FROM s [Range 2] WHERE v % 3 != 1)<4 ms>
 REGISTER QUERY j AS ISTREAM(SELECT s.k, d.v, f FROM s [Now], d [Rows 4] WHERE s.k = d.k)
 REGISTER QUERY t AS ISTREAM(SELECT SUM(v) AS v, COUNT(*) AS n FROM s [Rows 5 Slide 2])
 REGISTER QUERY u AS SELECT k, v FROM d UNION ALL SELECT k, v / -2 AS v FROM s
+REGISTER QUERY p AS ISTREAM(
+  SELECT k, COUNT(*) AS n, SUM(f) AS sf, AVG(v) AS av, MAX(v) AS hi FROM s [Partition By k Rows 3] GROUP BY k)
 """
 
 
@@ -129,3 +133,11 @@ def test_compiled_and_fast_paths_match_the_interpreted_instant_by_instant_loop(
         assert sum(map(len, reference[False][0].values())) > 100
         for mode in MODES:
             assert _run(text, inputs, lineage=lineage, **mode) == reference[mode.get("fuse", True)], mode
+
+
+def test_the_rewrites_are_in_the_programs_compared() -> None:
+    kinds = {type(op) for op in Engine(compile_program(ACYCLIC)).operators}
+    assert {PartitionAggregateOp, WindowAggregateOp} <= kinds
+    # Fig. 7 with one sub-query computes ISTREAM(avg_0)<Now> once for its two readers.
+    ops = Engine(compile_program(fig7(1)), ["all_avg_delay", "avg_delay_0"]).output_ops
+    assert ops["all_avg_delay"] is ops["avg_delay_0"]

@@ -41,6 +41,16 @@ def test_trading_example_gives_the_expected_orders_and_money(data: str) -> None:
         assert out.getvalue() == (folder / f"expected.{query}.jsonl").read_text()
 
 
+def test_the_heartbeat_executor_refuses_the_loop_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = EXAMPLES / "data" / "trading-distinct"
+    streams = [arg for p in sorted(folder.glob("*.csv")) for arg in ("--stream", f"{p.stem}={p}")]
+    assert main(["query", "run", str(EXAMPLES / "trading.cql"), *streams, "--executor", "hb"]) == 2
+    assert capsys.readouterr().err == (
+        "semiactive: --executor hb: the heartbeat executor runs non-recursive programs only "
+        "(cycles stall it); use DTS\n"
+    )
+
+
 def test_query_check_reports_the_loop_and_monotonicity(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["query", "check", str(EXAMPLES / "trading.cql")]) == 0
     out = capsys.readouterr().out
@@ -52,50 +62,28 @@ def test_query_check_reports_the_loop_and_monotonicity(capsys: pytest.CaptureFix
     )
 
 
-def _csv(path: Path, header: str, rows: list[tuple[Any, ...]]) -> str:
-    path.write_text(header + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
-    return str(path)
-
-
-def _jsonl_rows(text: str) -> list[tuple[Any, ...]]:
-    import json
-
-    return [(r["ts"], r["id"], r["val"]) for r in map(json.loads, text.splitlines())]
-
-
 @pytest.mark.parametrize("n", [1, 2])
-def test_fig7_files_run_from_the_command_line(
+def test_fig7_files_run_as_their_header_says(
     n: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = _csv(tmp_path / "input.csv", "ts,id,val", [(i // 4, i % 4, i // 4 + 1) for i in range(24)])
-    series: dict[str, list[tuple[Any, ...]]] = {}
-    for name in ["all_avg_delay", *(f"avg_delay_{i}" for i in range(n))]:
-        assert (
-            main(
-                [
-                    "query",
-                    "run",
-                    str(EXAMPLES / f"fig7-{n}.cql"),
-                    "--stream",
-                    f"input={data}",
-                    "--output",
-                    name,
-                ]
-            )
-            == 0
-        )
-        series[name] = _jsonl_rows(capsys.readouterr().out)
-    # The opened form fed the fed-back series computes the same, on DTS and HB.
-    streams = ["--stream", f"input={data}"]
-    streams += ["--stream", f"dummy_all={_csv(tmp_path / 'all.csv', 'ts,id,val', series['all_avg_delay'])}"]
+    data = tmp_path / "input.csv"
+    data.write_text("ts,id,val\n" + "".join(f"{i // 4},{i % 4},{i // 4 + 1}\n" for i in range(24)))
+    recursive = str(EXAMPLES / f"fig7-{n}.cql")
+    # Record the fed-back series (all_avg_delay is the last query) ...
+    series = {}
+    for name, output in [("all", "all_avg_delay"), *((f"avg{i}", f"avg_delay_{i}") for i in range(n))]:
+        assert main(["query", "run", recursive, "--stream", f"input={data}", "--output", output]) == 0
+        series[name] = tmp_path / f"{name}.jsonl"
+        series[name].write_text(capsys.readouterr().out)
+    assert len(series["all"].read_text().splitlines()) == 48  # 2 per input tuple
+    # ... and replay them into the opened form, on DTS and on HB.
+    streams = ["--stream", f"input={data}", "--stream", f"dummy_all={series['all']}"]
     for i in range(n):
-        path = _csv(tmp_path / f"avg{i}.csv", "ts,id,val", series[f"avg_delay_{i}"])
-        streams += ["--stream", f"dummy_{i}={path}"]
+        streams += ["--stream", f"dummy_{i}={series[f'avg{i}']}"]
     for executor in ("dts", "hb"):
-        args = ["query", "run", str(EXAMPLES / f"fig7-{n}-open.cql"), *streams, "--executor", executor]
-        assert main(args) == 0
-        opened = _jsonl_rows(capsys.readouterr().out)
-        assert opened == series["all_avg_delay"]
+        opened = str(EXAMPLES / f"fig7-{n}-open.cql")
+        assert main(["query", "run", opened, *streams, "--executor", executor]) == 0
+        assert capsys.readouterr().out == series["all"].read_text()
 
 
 # -- the distributed runtime ---------------------------------------------------------------

@@ -173,8 +173,10 @@ class DelayOp(Operator):
         if not pending or pending[0][0][0] > t_hi:
             return EMPTY
         out = pending.popleft()
-        while pending and pending[0][0][0] <= t_hi:
-            out = out + pending.popleft()
+        if pending and pending[0][0][0] <= t_hi:
+            out = list(out)
+            while pending and pending[0][0][0] <= t_hi:
+                out += pending.popleft()
         if out[-1][0] > t_hi:
             cut = bisect.bisect_right(out, t_hi, key=_ts)
             pending.appendleft(out[cut:])

@@ -78,11 +78,11 @@ class RangeWindowOp(Operator):
         self.monotone = monotone
         self.buf: deque[Element] = deque()
         self._first_lin: int | None = None  # unbounded: lineage never leaves
+        #: The deletion of buffered element ``o`` as Python source.
+        self.deletion = expressions.element_source("o", width, ts=f"o[0] + {(range_ms or 0) + 1}", sign="-1")
         if range_ms is not None:
-            life = range_ms + 1
-            delete = expressions.element_source("o", width, ts=f"o[0] + {life}", sign="-1")
             namespace: dict[str, Any] = {}
-            exec(_RANGE.format(life=life, delete=delete), namespace)  # noqa: S102
+            exec(_RANGE.format(life=range_ms + 1, delete=self.deletion), namespace)  # noqa: S102
             self._bounded = namespace["process"]
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:

@@ -1,0 +1,112 @@
+"""``[Partition By keys Rows N]`` and a GROUP BY on the same keys, fused.
+
+``SELECT id, AVG(val) FROM s [Partition By id Rows N] GROUP BY id`` (the
+last N values of every key, aggregated per key: Fig. 7's inner query, a
+sensor's recent average) as two operators makes the window emit ``+new``
+and ``-oldest`` for every arrival, which the aggregate then looks up again.
+Fused, an arrival updates its partition and its group in one step. The
+output is the aggregate's over the window, element for element (tests
+compare the two), so the rewrite is invisible.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from node.cql import plan
+from node.engine.elements import Element
+from node.engine.operators.aggregate import GroupCode, indent
+from node.engine.operators.base import Operator
+
+_PROCESS = """
+def process(self, batch, t_hi):
+    if not batch:
+        return batch
+    parts = self.parts
+    part_of = parts.get
+    groups = self.groups
+    get = groups.get
+    ctx = self.ctx
+    out = []
+    append = out.append
+    changed = {{}}
+    cur = batch[0][0]
+    for e in batch:
+        if e[0] != cur:
+{flush12}
+            changed = {{}}
+            cur = e[0]
+        k = {key}
+        part = part_of(k)
+        if part is None:
+            part = parts[k] = deque()
+        part.append(e)
+        g = get(k)
+        if g is None:
+            g = groups[k] = [0, None, 0{init}]
+            changed[k] = None
+        elif k not in changed:
+            changed[k] = g[1]
+        s = e[2]
+        g[0] += s
+{add}
+        if len(part) > {rows}:
+            o = part.popleft()
+            s = -1
+            g[0] -= 1
+{remove}
+{flush4}
+    return out
+"""
+
+
+def fusable(node: plan.Aggregate) -> bool:
+    """An aggregate grouping by exactly the partition keys (same columns,
+    same order) of the partition window it reads."""
+    window = plan.resolve(node.child)
+    if not isinstance(window, plan.Window) or not isinstance(window.spec, plan.PartitionWindow):
+        return False
+    keys = [x.index if isinstance(x, plan.ColRef) else None for x in node.group_by]
+    return keys == list(window.spec.keys)
+
+
+class PartitionAggregateOp(Operator):
+    """The fused operator. State: the window's partitions (last ``rows``
+    elements per key) and the aggregate's groups, both keyed by the group
+    key."""
+
+    def __init__(
+        self,
+        rows: int,
+        group_by: Sequence[plan.Expr],
+        aggregates: Sequence[plan.AggCall],
+        monotone: bool,
+        label: str = "",
+    ) -> None:
+        super().__init__(label or "partition aggregate")
+        self.monotone = monotone
+        self.parts: dict[Any, deque[Element]] = {}
+        self.groups: dict[Any, list[Any]] = {}
+        gen = GroupCode(group_by, aggregates)
+        code = _PROCESS.format(
+            key=gen.key,
+            init=gen.init,
+            rows=rows,
+            add=indent(gen.update("e"), 8),
+            remove=indent(gen.update("o"), 12),
+            flush12=indent(gen.flush, 12),
+            flush4=indent(gen.flush, 4),
+        )
+        namespace = dict(gen.namespace, deque=deque)
+        exec(compile(code, "<semiactive-partition-aggregate>", "exec"), namespace)  # noqa: S102
+        self._process = namespace["process"]
+        self.source = code
+
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
+
+    def state_low(self) -> int | None:
+        heads = [p[0][1] if self.monotone else min(e[1] for e in p) for p in self.parts.values() if p]
+        return int(min(heads)) if heads else None
