@@ -133,6 +133,10 @@ class InputSection:
             limit = FOREVER if max_position is None else max_position
             part: list[Element] = []
             pending = edge.pending
+            if pending and pending[-1][0] <= watermark and pending[-1][1] <= limit:
+                # The usual case: everything queued is complete.
+                part = list(pending)
+                pending.clear()
             while pending and pending[0][0] <= watermark and pending[0][1] <= limit:
                 part.append(pending.popleft())
             if part:
