@@ -72,16 +72,24 @@ def run_chaos(config_path: str, runs: int, seed: int, duration: float, out_dir: 
     recoveries: list[float] = []
     detections: list[float] = []
     started = time.monotonic()
+    done = 0
     for i in range(runs):
         faults = plan(rnd, topo, duration)
         run_dir = out_dir / f"run-{i:04d}"
         reports: list[RunReport] = []
-        code = asyncio.run(
-            run_cluster(
-                config_path, duration, run_dir, [], [], progress=False, faults=faults, report_to=reports
+        try:
+            code = asyncio.run(
+                run_cluster(
+                    config_path, duration, run_dir, [], [], progress=False, faults=faults, report_to=reports
+                )
             )
-        )
-        checks = check_run(topo, run_dir)
+            if reports and reports[0].interrupted:
+                raise KeyboardInterrupt
+            checks = check_run(topo, run_dir)
+        except KeyboardInterrupt:
+            print("interrupted: the campaign stops here", file=sys.stderr)
+            break
+        done += 1
         run_lost = sum(len(c.missing) for c in checks)
         run_dup = sum(len(c.duplicated) for c in checks)
         run_wrong = sum(len(c.wrong) + c.out_of_order for c in checks)
@@ -103,10 +111,13 @@ def run_chaos(config_path: str, runs: int, seed: int, duration: float, out_dir: 
             f"exit {code} -> {verdict}  (about {eta:.0f} s left)",
             file=sys.stderr,
         )
-    print(f"runs: {runs}, faults injected: {injected}, failed runs: {failed}")
+    ran = f"{done}" if done == runs else f"{done} of {runs}"
+    print(f"runs: {ran}, faults injected: {injected}, failed runs: {failed}")
     print(f"lost: {lost}, duplicated: {duplicated}, wrong or out of order: {wrong}")
     print(f"detection: {_percentiles(detections)}")
     print(f"recovery after detection: {_percentiles(recoveries)}")
+    if done < runs:
+        return 130
     return 0 if not (lost or duplicated or wrong or failed) else 1
 
 

@@ -87,7 +87,10 @@ def run_sweep(
     plan = settings(modes, batch_sizes)
     total = len(plan) * repeat
     started = time.monotonic()
+    interrupted = False
     for mode, batch in plan:
+        if interrupted:
+            break
         cfg_path = out_dir / f"config-{mode}{batch or ''}.yaml"
         cfg_path.write_text(yaml.safe_dump(variant(base, mode, batch), sort_keys=False))
         topo = topology.resolve(config.load(cfg_path))
@@ -97,20 +100,28 @@ def run_sweep(
             run_dir = out_dir / f"run-{mode}{batch or ''}-{r}"
             reports: list[RunReport] = []
             fault = Fault(node, float(at), "kill")
-            asyncio.run(
-                run_cluster(
-                    str(cfg_path),
-                    duration,
-                    run_dir,
-                    [],
-                    [],
-                    progress=False,
-                    faults=[fault],
-                    report_to=reports,
-                    reprotect=False,
+            try:
+                asyncio.run(
+                    run_cluster(
+                        str(cfg_path),
+                        duration,
+                        run_dir,
+                        [],
+                        [],
+                        progress=False,
+                        faults=[fault],
+                        report_to=reports,
+                        reprotect=False,
+                    )
                 )
-            )
-            trial = _trial(mode, batch, r, reports[0], check_run(topo, run_dir))
+                if reports and reports[0].interrupted:
+                    raise KeyboardInterrupt
+                checks = check_run(topo, run_dir)
+            except KeyboardInterrupt:
+                print("interrupted: the sweep stops here", file=sys.stderr)
+                interrupted = True
+                break
+            trial = _trial(mode, batch, r, reports[0], checks)
             trials.append(trial)
             done = len(trials)
             eta = (time.monotonic() - started) / done * (total - done)
@@ -123,6 +134,8 @@ def run_sweep(
     _write_csv(out_dir / "sweep.csv", trials)
     print(table(trials))
     print(f"\nCSV: {out_dir / 'sweep.csv'}")
+    if interrupted:
+        return 130
     return 0 if all(t.identical for t in trials) else 1
 
 

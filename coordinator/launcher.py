@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,8 +29,10 @@ import grpc
 
 from coordinator.control import Coordinator
 from coordinator.faults import Fault, parse_faults
+from coordinator.ports import PortAllocator, port_in_use
 from coordinator.report import RunReport, analyse
 from node.cql import plan
+from node.main import LAUNCHER_PID_ENV
 from node.sources import SourceDataError, read_rows
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
@@ -41,22 +42,6 @@ from semiactive.wire import dataplane_pb2 as pb
 
 READY_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 30.0
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 @dataclass
@@ -90,6 +75,7 @@ class Cluster:
         self.check_files()
         self.run_dir = run_dir
         self.processes: dict[str, Process] = {}
+        self.ports = PortAllocator()
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.t0 = 0.0
 
@@ -120,9 +106,9 @@ class Cluster:
                     )
                 if port_in_use(ep.host, ep.port):
                     raise self.loaded.error(f"port {ep.port} is already in use", "endpoints", name, "port")
-                port, metrics = ep.port, ep.metrics_port or free_port()
+                port, metrics = ep.port, ep.metrics_port or self.ports.take()
             else:
-                port, metrics = free_port(), free_port()
+                port, metrics = self.ports.take(), self.ports.take()
             self.processes[name] = Process(name, info.role, info.stage, port, metrics)
 
     def spawn(self) -> None:
@@ -152,7 +138,9 @@ class Cluster:
         cmd += ["--endpoints", str(self.run_dir / "endpoints.json"), "--run-dir", str(self.run_dir)]
         if spare:
             cmd.append("--spare")
+        # The node stops if this launcher dies (node/main.py): no orphans.
         env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
         p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         out.close()
         if p.name not in self.channels:
@@ -329,14 +317,18 @@ async def run_cluster(
     loop = asyncio.get_running_loop()
     interrupted = asyncio.Event()
 
-    def on_sigint() -> None:
+    def on_signal() -> None:
+        """Ctrl-C or SIGTERM: drain and stop; a second one kills."""
         if interrupted.is_set():
             cluster.kill_all()
             os._exit(130)
         interrupted.set()
         print("\ninterrupted: draining (Ctrl-C again to kill)", file=sys.stderr)
 
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.getsignal(sig) for sig in signals}
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal)
     code = 0
     coordinator: asyncio.Task[None] | None = None
     try:
@@ -367,11 +359,14 @@ async def run_cluster(
     finally:
         if coordinator is not None:
             coordinator.cancel()
-        loop.remove_signal_handler(signal.SIGINT)
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, before[sig])  # asyncio would leave the default
         (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
         (run_dir / "telemetry" / "faults.json").write_text(json.dumps([f.record() for f in planned]))
         await cluster.shutdown()
     report = analyse(cluster.topology, run_dir)
+    report.interrupted = interrupted.is_set()
     (run_dir / "telemetry" / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     print(report.describe(), file=sys.stderr)
     if report_to is not None:

@@ -44,9 +44,11 @@ class RunReport:
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
     emitted: dict[str, int] = field(default_factory=dict)
     bandwidth_window: str = "whole run"
+    interrupted: bool = False  # Ctrl-C or SIGTERM ended the run early (drained)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "interrupted": self.interrupted,
             "emitted": self.emitted,
             "sinks": self.sinks,
             "faults": [asdict(f) for f in self.faults],

@@ -14,6 +14,12 @@ from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
 
+# Set by ``cluster up`` for the nodes it starts: the launcher's pid. Such a
+# node stops when its launcher is gone (killed without cleaning up), instead
+# of running on as an orphan holding ports.
+LAUNCHER_PID_ENV = "SEMIACTIVE_LAUNCHER_PID"
+LAUNCHER_CHECK_S = 0.5
+
 
 def addresses_from(
     topology: topology_mod.Topology, endpoints_file: Path | None
@@ -78,11 +84,23 @@ def run_node(
     except StartupError as exc:
         raise ConfigError(str(exc), config) from None
 
+    async def watch_launcher(pid: int) -> None:
+        while os.getppid() == pid:
+            await asyncio.sleep(LAUNCHER_CHECK_S)
+        logging.getLogger(__name__).warning("the launcher (pid %d) is gone: stopping", pid)
+        daemon.stop(True, True)
+
     async def main() -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, daemon.stop, True, True)
-        return await daemon.serve()
+        launcher = os.environ.get(LAUNCHER_PID_ENV, "")
+        watchdog = asyncio.create_task(watch_launcher(int(launcher))) if launcher.isdigit() else None
+        try:
+            return await daemon.serve()
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
     try:
         import uvloop

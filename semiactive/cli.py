@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -91,8 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # SIGTERM (a supervisor, a container stop) ends a command like Ctrl-C.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return _dispatch(args)
     except (ConfigError, CqlError, SourceDataError) as exc:

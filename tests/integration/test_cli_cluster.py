@@ -1,6 +1,7 @@
 """The cluster commands of the CLI as a user runs them: ``semiactive demo``,
-``semiactive cluster up`` (its run directory and live progress line), and
-Ctrl-C, which drains and leaves no process behind."""
+``semiactive cluster up`` (its run directory and live progress line),
+Ctrl-C and SIGTERM, which drain and leave no process behind, and a killed
+launcher, whose nodes stop by themselves."""
 
 from __future__ import annotations
 
@@ -86,10 +87,8 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
     assert read_jsonl(run_dir / "sink" / "sink.jsonl") == _reference(source)
 
 
-def test_sigint_drains_and_leaves_no_process(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="interrupted"))
-    run_dir = tmp_path / "run"
-    stderr = tmp_path / "stderr.txt"
+def _start_cluster(config: Path, run_dir: Path, stderr: Path) -> subprocess.Popen[bytes]:
+    """``cluster up`` for 60 s, returned once its progress line shows it runs."""
     with stderr.open("wb") as err:
         proc = subprocess.Popen(
             [
@@ -109,16 +108,26 @@ def test_sigint_drains_and_leaves_no_process(tmp_path: Path) -> None:
             stderr=err,
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
+    deadline = time.monotonic() + 30
+    while "t=" not in stderr.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"no progress line: {stderr.read_text()}")
+        time.sleep(0.1)
+    time.sleep(1.0)
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupt_drains_and_leaves_no_process(tmp_path: Path, sig: signal.Signals) -> None:
+    config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="interrupted"))
+    run_dir = tmp_path / "run"
+    stderr = tmp_path / "stderr.txt"
+    proc = _start_cluster(config, run_dir, stderr)
     try:
-        # Interrupt once the cluster runs: the progress line is on stderr.
-        deadline = time.monotonic() + 30
-        while "t=" not in stderr.read_text(errors="replace"):
-            assert proc.poll() is None, stderr.read_text()
-            assert time.monotonic() < deadline, "no progress line"
-            time.sleep(0.1)
-        time.sleep(1.0)
         interrupted = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         code = proc.wait(timeout=45)
         assert time.monotonic() - interrupted < 30
     finally:
@@ -135,3 +144,21 @@ def test_sigint_drains_and_leaves_no_process(tmp_path: Path) -> None:
     assert read_jsonl(run_dir / "sink" / "sink.jsonl") == _reference(source)
     cluster = json.loads((run_dir / "cluster.json").read_text())
     assert not any(_alive(p["pid"]) for p in cluster["processes"])
+
+
+def test_nodes_stop_when_their_launcher_is_killed(tmp_path: Path) -> None:
+    """SIGKILL leaves the launcher no chance to clean up: the nodes notice
+    they were orphaned and stop by themselves."""
+    config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="orphaned"))
+    run_dir = tmp_path / "run"
+    proc = _start_cluster(config, run_dir, tmp_path / "stderr.txt")
+    pids = [p["pid"] for p in json.loads((run_dir / "cluster.json").read_text())["processes"]]
+    assert pids and all(_alive(pid) for pid in pids)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in pids if _alive(pid)]
+    assert_no_processes(str(run_dir))
+    assert not left, f"nodes outlived their launcher: {left}"
