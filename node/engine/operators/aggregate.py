@@ -159,10 +159,10 @@ for k, old in changed.items():
     new = ({head}{results}) if g[0] > 0 else None
     if new != old:
         if old is not None:
-            append((cur, g[2], -1, *old))
+            append((cur, g[2], -1) + old)
         if new is not None:
             g[2] = lin
-            append((cur, lin, 1, *new))
+            append((cur, lin, 1) + new)
         g[1] = new
     if g[0] <= 0:
         del groups[k]
@@ -208,10 +208,34 @@ class GroupCode:
                 if call.func is plan.AggFunc.AVG:
                     value = f"{value} / {g}"
                 results.append(f"({value} if {g} > 0 else None)")
+        self.head = head
         self.init = "".join(f", {x}" for x in init)
         self.flush = _FLUSH.format(head=head, results=", ".join(results))
         self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
         self.namespace.update(_exact_add=exact_add, _fsum=math.fsum, _MinMaxAcc=MinMaxAcc)
+
+    def single(self, var: str) -> str:
+        """Source of the result row of a group holding the one element
+        ``var``: what the accumulators would give, without them (a sum of
+        one float is ``fsum`` of it, an average of one value that value
+        divided by 1, so the bits are the same)."""
+        results: list[str] = []
+        for n, call in enumerate(self.aggregates):
+            if call.arg is None:
+                results.append("1")
+                continue
+            v = f"v{n}"
+            bind = f"({v} := {expressions.source(call.arg, var)})"
+            if call.func is plan.AggFunc.COUNT:
+                results.append(f"(0 if {bind} is None else 1)")
+            elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+                results.append(bind)
+            else:
+                value = f"_fsum(({v},))" if _floating(call) else v
+                if call.func is plan.AggFunc.AVG:
+                    value = f"{value} / 1"
+                results.append(f"(None if {bind} is None else {value})")
+        return f"({self.head}{', '.join(results)})"
 
     def update(self, var: str) -> str:
         lines: list[str] = []

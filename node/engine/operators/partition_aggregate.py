@@ -7,6 +7,11 @@ and ``-oldest`` for every arrival, which the aggregate then looks up again.
 Fused, an arrival updates its partition and its group in one step. The
 output is the aggregate's over the window, element for element (tests
 compare the two), so the rewrite is invisible.
+
+With ``Rows 1`` (the latest value per key, Fig. 7's shape) a group holds
+exactly its newest element, so its row is computed from that element and
+no accumulator is kept (adding the new value and subtracting the previous
+one, exactly for floats, was most of the work).
 """
 
 from __future__ import annotations
@@ -61,6 +66,47 @@ def process(self, batch, t_hi):
     return out
 """
 
+# Rows 1: a partition is its newest element alone, so a group's row is
+# computed from that element (GroupCode.single) and a group is only
+# ``[row last emitted, its lineage]``.
+_PROCESS_LATEST = """
+def process(self, batch, t_hi):
+    if not batch:
+        return batch
+    parts = self.parts
+    groups = self.groups
+    get = groups.get
+    ctx = self.ctx
+    out = []
+    append = out.append
+    changed = {{}}
+    cur = batch[0][0]
+    for e in batch:
+        if e[0] != cur:
+{flush12}
+            changed = {{}}
+            cur = e[0]
+        k = {key}
+        parts[k] = (e,)
+        if k not in changed:
+            g = get(k)
+            changed[k] = None if g is None else g[0]
+{flush4}
+    return out
+"""
+
+_FLUSH_LATEST = """
+lin = ctx.floor
+for k, old in changed.items():
+    x = parts[k][0]
+    new = {row}
+    if new != old:
+        if old is not None:
+            append((cur, groups[k][1], -1) + old)
+        append((cur, lin, 1) + new)
+        groups[k] = [new, lin]
+"""
+
 
 def fusable(node: plan.Aggregate) -> bool:
     """An aggregate grouping by exactly the partition keys (same columns,
@@ -87,18 +133,24 @@ class PartitionAggregateOp(Operator):
     ) -> None:
         super().__init__(label or "partition aggregate")
         self.monotone = monotone
-        self.parts: dict[Any, deque[Element]] = {}
+        # A partition: its last ``rows`` elements, oldest first (a deque, or
+        # a 1-tuple for Rows 1).
+        self.parts: dict[Any, Sequence[Element]] = {}
         self.groups: dict[Any, list[Any]] = {}
         gen = GroupCode(group_by, aggregates)
-        code = _PROCESS.format(
-            key=gen.key,
-            init=gen.init,
-            rows=rows,
-            add=indent(gen.update("e"), 8),
-            remove=indent(gen.update("o"), 12),
-            flush12=indent(gen.flush, 12),
-            flush4=indent(gen.flush, 4),
-        )
+        if rows == 1:
+            flush = _FLUSH_LATEST.format(row=gen.single("x"))
+            code = _PROCESS_LATEST.format(key=gen.key, flush12=indent(flush, 12), flush4=indent(flush, 4))
+        else:
+            code = _PROCESS.format(
+                key=gen.key,
+                init=gen.init,
+                rows=rows,
+                add=indent(gen.update("e"), 8),
+                remove=indent(gen.update("o"), 12),
+                flush12=indent(gen.flush, 12),
+                flush4=indent(gen.flush, 4),
+            )
         namespace = dict(gen.namespace, deque=deque)
         exec(compile(code, "<semiactive-partition-aggregate>", "exec"), namespace)  # noqa: S102
         self._process = namespace["process"]

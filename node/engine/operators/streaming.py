@@ -116,12 +116,14 @@ class ToStreamOp(Operator):
         if floor <= min(map(_lineage, part)):
             net: dict[Row, int] = {}
             get = net.get
-            for row, sign in zip(map(_values, part), map(_sign, part), strict=True):
-                net[row] = get(row, 0) + sign
+            for e in part:
+                row = e[3:]
+                net[row] = get(row, 0) + e[2]
+            head = (ts, floor, 1)
             for row, count in net.items():
                 count *= want
                 if count > 0:
-                    item = (ts, floor, 1, *row)
+                    item = head + row
                     if count == 1:
                         out.append(item)
                     else:
@@ -196,5 +198,4 @@ class DelayOp(Operator):
 
 _ts = operator.itemgetter(0)
 _lineage = operator.itemgetter(1)
-_sign = operator.itemgetter(2)
 _values = operator.itemgetter(slice(3, None))
