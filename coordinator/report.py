@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,36 +105,31 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
     )
     arrivals = _arrival_times(telemetry)
     faults_file = telemetry / "faults.json"
-    for record in json.loads(faults_file.read_text()) if faults_file.exists() else []:
-        if record.get("injected_at") is None:
-            continue
-        report.faults.append(_fault(record, events, arrivals))
-    first_fault = min((f.injected_at for f in _faults_at(telemetry)), default=None)
+    records = json.loads(faults_file.read_text()) if faults_file.exists() else []
+    injected = [r for r in records if r.get("injected_at") is not None]
+    for i, record in enumerate(injected):
+        # A detection belongs to the latest fault of its node before it: a
+        # freeze too short to be noticed must not take a later kill's.
+        later = [float(r["injected_at"]) for r in injected[i + 1 :] if r["node"] == record["node"]]
+        report.faults.append(_fault(record, events, arrivals, until=min(later, default=math.inf)))
+    first_fault = min((float(r["injected_at"]) for r in injected), default=None)
     report.bandwidth = _bandwidth(topology, telemetry, until=first_fault)
     report.bandwidth_window = "before the first fault" if first_fault is not None else "whole run"
     return report
 
 
-@dataclass
-class _Injected:
-    injected_at: float
-
-
-def _faults_at(telemetry: Path) -> list[_Injected]:
-    path = telemetry / "faults.json"
-    if not path.exists():
-        return []
-    return [_Injected(float(r["injected_at"])) for r in json.loads(path.read_text()) if r.get("injected_at")]
-
-
-def _fault(record: dict[str, Any], events: list[dict[str, Any]], arrivals: list[float]) -> FaultResult:
+def _fault(
+    record: dict[str, Any], events: list[dict[str, Any]], arrivals: list[float], until: float
+) -> FaultResult:
     at = float(record["injected_at"])
     result = FaultResult(record["node"], record["kind"], float(record["at"]))
     detected = next(
         (
             e
             for e in events
-            if e["event"] == "failure_detected" and e.get("primary") == record["node"] and e["t"] >= at
+            if e["event"] == "failure_detected"
+            and e.get("primary") == record["node"]
+            and at <= float(e["t"]) < until
         ),
         None,
     )

@@ -338,8 +338,11 @@ class ReplicaRole:
         )
         self.metrics.epoch.set(view.epoch)
         self.outbound.reconcile()
-        await self.broadcast(view)
+        # Watch for the recovery target before telling the other nodes: a
+        # frozen peer holds its UpdateView until the RPC times out, which
+        # must not count as recovery time.
         self._spawn(self._await_recovery_target())
+        await self.broadcast(view)
         self.wake.set()
 
     async def broadcast(self, view: object) -> None:
