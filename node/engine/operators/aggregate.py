@@ -100,10 +100,15 @@ class MinMaxAcc:
         return None
 
 
-_PROCESS = """
+# The loop of every generated GROUP BY (here and in the fused partition
+# aggregate): changes in instant order, each applied to the group of its key
+# by ``arrival``, and at the end of each instant the changed groups' rows
+# emitted by ``flush``.
+_GROUP_LOOP = """
 def process(self, batch, t_hi):
     if not batch:
         return batch
+{setup}
     groups = self.groups
     get = groups.get
     ctx = self.ctx
@@ -113,21 +118,38 @@ def process(self, batch, t_hi):
     cur = batch[0][0]
     for e in batch:
         if e[0] != cur:
-{flush8}
+{flush12}
             changed = {{}}
             cur = e[0]
         k = {key}
-        g = get(k)
-        if g is None:
-            g = groups[k] = [0, None, 0{init}]
-            changed[k] = None
-        elif k not in changed:
-            changed[k] = g[1]
-        s = e[2]
-        g[0] += s
-{update}
-{flush0}
+{arrival}
+{flush4}
     return out
+"""
+
+
+def group_loop(key: str, arrival: str, flush: str, setup: str = "") -> str:
+    """The source of a generated ``process(self, batch, t_hi)``."""
+    return _GROUP_LOOP.format(
+        setup=indent(setup, 4),
+        key=key,
+        arrival=indent(arrival, 8),
+        flush12=indent(flush, 12),
+        flush4=indent(flush, 4),
+    )
+
+
+# Element ``e`` (sign ``s``) joins the group ``g`` of its key ``k``.
+_ARRIVAL = """
+g = get(k)
+if g is None:
+    g = groups[k] = [0, None, 0{init}]
+    changed[k] = None
+elif k not in changed:
+    changed[k] = g[1]
+s = e[2]
+g[0] += s
+{update}
 """
 
 # exact_add(partials, +-v) with the sums of at most one partial unrolled.
@@ -214,6 +236,10 @@ class GroupCode:
         self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
         self.namespace.update(_exact_add=exact_add, _fsum=math.fsum, _MinMaxAcc=MinMaxAcc)
 
+    def arrival(self) -> str:
+        """Apply element ``e`` to the group of key ``k`` (leaves it in ``g``)."""
+        return _ARRIVAL.format(init=self.init, update=self.update("e"))
+
     def single(self, var: str) -> str:
         """Source of the result row of a group holding the one element
         ``var``: what the accumulators would give, without them (a sum of
@@ -284,13 +310,7 @@ class AggregateOp(Operator):
         super().__init__(label)
         self.groups: dict[Any, list[Any]] = {}
         gen = GroupCode(group_by, aggregates)
-        code = _PROCESS.format(
-            key=gen.key,
-            init=gen.init,
-            update=indent(gen.update("e"), 8),
-            flush8=indent(gen.flush, 12),
-            flush0=indent(gen.flush, 4),
-        )
+        code = group_loop(gen.key, gen.arrival(), gen.flush)
         namespace = dict(gen.namespace)
         exec(compile(code, "<semiactive-aggregate>", "exec"), namespace)  # noqa: S102
         self._process = namespace["process"]

@@ -22,77 +22,32 @@ from typing import Any
 
 from node.cql import plan
 from node.engine.elements import Element
-from node.engine.operators.aggregate import GroupCode, indent
+from node.engine.operators.aggregate import GroupCode, group_loop, indent
 from node.engine.operators.base import Operator
 
-_PROCESS = """
-def process(self, batch, t_hi):
-    if not batch:
-        return batch
-    parts = self.parts
-    part_of = parts.get
-    groups = self.groups
-    get = groups.get
-    ctx = self.ctx
-    out = []
-    append = out.append
-    changed = {{}}
-    cur = batch[0][0]
-    for e in batch:
-        if e[0] != cur:
-{flush12}
-            changed = {{}}
-            cur = e[0]
-        k = {key}
-        part = part_of(k)
-        if part is None:
-            part = parts[k] = deque()
-        part.append(e)
-        g = get(k)
-        if g is None:
-            g = groups[k] = [0, None, 0{init}]
-            changed[k] = None
-        elif k not in changed:
-            changed[k] = g[1]
-        s = e[2]
-        g[0] += s
-{add}
-        if len(part) > {rows}:
-            o = part.popleft()
-            s = -1
-            g[0] -= 1
+# Element ``e`` enters its key's partition and group; the oldest element
+# leaves both once the partition holds more than ``rows``.
+_ARRIVAL = """
+part = part_of(k)
+if part is None:
+    part = parts[k] = deque()
+part.append(e)
+{arrival}
+if len(part) > {rows}:
+    o = part.popleft()
+    s = -1
+    g[0] -= 1
 {remove}
-{flush4}
-    return out
 """
 
 # Rows 1: a partition is its newest element alone, so a group's row is
 # computed from that element (GroupCode.single) and a group is only
 # ``[row last emitted, its lineage]``.
-_PROCESS_LATEST = """
-def process(self, batch, t_hi):
-    if not batch:
-        return batch
-    parts = self.parts
-    groups = self.groups
-    get = groups.get
-    ctx = self.ctx
-    out = []
-    append = out.append
-    changed = {{}}
-    cur = batch[0][0]
-    for e in batch:
-        if e[0] != cur:
-{flush12}
-            changed = {{}}
-            cur = e[0]
-        k = {key}
-        parts[k] = (e,)
-        if k not in changed:
-            g = get(k)
-            changed[k] = None if g is None else g[0]
-{flush4}
-    return out
+_ARRIVAL_LATEST = """
+parts[k] = (e,)
+if k not in changed:
+    g = get(k)
+    changed[k] = None if g is None else g[0]
 """
 
 _FLUSH_LATEST = """
@@ -140,17 +95,10 @@ class PartitionAggregateOp(Operator):
         gen = GroupCode(group_by, aggregates)
         if rows == 1:
             flush = _FLUSH_LATEST.format(row=gen.single("x"))
-            code = _PROCESS_LATEST.format(key=gen.key, flush12=indent(flush, 12), flush4=indent(flush, 4))
+            code = group_loop(gen.key, _ARRIVAL_LATEST, flush, setup="parts = self.parts")
         else:
-            code = _PROCESS.format(
-                key=gen.key,
-                init=gen.init,
-                rows=rows,
-                add=indent(gen.update("e"), 8),
-                remove=indent(gen.update("o"), 12),
-                flush12=indent(gen.flush, 12),
-                flush4=indent(gen.flush, 4),
-            )
+            arrival = _ARRIVAL.format(arrival=gen.arrival(), rows=rows, remove=indent(gen.update("o"), 4))
+            code = group_loop(gen.key, arrival, gen.flush, setup="parts = self.parts\npart_of = parts.get")
         namespace = dict(gen.namespace, deque=deque)
         exec(compile(code, "<semiactive-partition-aggregate>", "exec"), namespace)  # noqa: S102
         self._process = namespace["process"]
