@@ -38,7 +38,11 @@ class Coordinator:
         self.reprotect = reprotect
         self.period = period
         self.events = EventLog("coordinator", cluster.run_dir)
+        # What each node said it is and serves in its last status; a
+        # replacement machine restarted under a dead node's name is a spare
+        # even where a view still names it.
         self.roles: dict[str, str] = {}
+        self.serving: dict[str, str] = {}
         self.views: dict[str, StageView] = {}
         self.died_at: dict[str, float] = {}
 
@@ -62,6 +66,7 @@ class Coordinator:
             if status is None:
                 continue
             self.roles[p.name] = status.role
+            self.serving[p.name] = status.stage
             held[p.name] = {v.stage: view_from_pb(v) for v in status.views}
             for view in held[p.name].values():
                 current = self.views.get(view.stage)
@@ -88,7 +93,12 @@ class Coordinator:
             view = self.views.get(stage.name)
             if view is None or not self._healthy(view.primary, held):
                 continue
-            if view.secondary is not None and self._healthy(view.secondary, held):
+            secondary = view.secondary
+            if (
+                secondary is not None
+                and self._healthy(secondary, held)
+                and self.serving[secondary] == stage.name
+            ):
                 continue
             spare = self._free_spare(held)
             if spare is None:
@@ -105,9 +115,10 @@ class Coordinator:
         return process is not None and process.alive and node in held
 
     def _free_spare(self, held: dict[str, dict[str, StageView]]) -> str | None:
-        assigned = {v.secondary for v in self.views.values()} | {v.primary for v in self.views.values()}
+        """A node whose last status said spare and that was not assigned
+        since (roles are set to secondary on assignment)."""
         for node in sorted(held):
-            if self.roles.get(node) == "spare" and node not in assigned:
+            if self.roles.get(node) == "spare":
                 return node
         return None
 

@@ -31,10 +31,15 @@ JOIN = [
 
 
 def protected_chain(
-    tmp: Path, queries: list[str], mode: str = "sas", batch: int = 100, second_source: bool = False
+    tmp: Path,
+    queries: list[str],
+    mode: str = "sas",
+    batch: int = 100,
+    second_source: bool = False,
+    spares: tuple[str, ...] | list[str] = ("spare-1", "spare-2"),
 ) -> Path:
     """source -> node-1 -> node-2 -> node-3 -> sink, stage i protected by
-    ``sec-i``; two standing spares for re-protection."""
+    ``sec-i``; standing spares for re-protection (two by default)."""
     cfg: dict[str, Any] = chain_config(queries, name=f"faults-{mode}")
     if second_source:
         cfg["sources"].append(
@@ -48,7 +53,7 @@ def protected_chain(
         )
     for i, stage in enumerate(cfg["stages"], start=1):
         stage["ha"] = {"mode": mode, "batch_size": batch, "secondary": f"sec-{i}"}
-    cfg["spares"] = ["spare-1", "spare-2"]
+    cfg["spares"] = list(spares)
     return write_config(tmp / f"chain-{mode}.yaml", cfg)
 
 

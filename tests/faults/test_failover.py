@@ -83,3 +83,13 @@ def test_modes_deliver_the_same_output(tmp_path: Path, mode: str) -> None:
         assert 0.8 * main <= backup <= 1.2 * main, (main, backup)
     else:
         assert 0 < backup < main
+
+
+def test_a_restarted_secondary_protects_its_stage_again(tmp_path: Path) -> None:
+    """No standing spare: sec-2 is killed and restarted, empty, under its
+    name; it must become stage-2's secondary again, so that the primary's
+    death later loses nothing (a chaos run found this unprotected)."""
+    config = protected_chain(tmp_path, AGGREGATE, spares=[])
+    out = run(config, tmp_path / "run", "--kill", "sec-2@0.8", "--kill", "node-2@3.8", duration=5)
+    assert any(e["event"] == "assigned" and e.get("secondary") == "sec-2" for e in out["events"])
+    assert any(e["event"] == "takeover" and e["node"] == "sec-2" for e in out["events"]), out["stderr"]
