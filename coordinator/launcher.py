@@ -34,6 +34,7 @@ from coordinator.report import RunReport, analyse
 from node.cql import plan
 from node.main import LAUNCHER_PID_ENV
 from node.sources import SourceDataError, read_rows
+from node.transport import GRPC_OPTIONS
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.wire import control_pb2 as cpb
@@ -144,7 +145,7 @@ class Cluster:
         p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         out.close()
         if p.name not in self.channels:
-            self.channels[p.name] = grpc.aio.insecure_channel(p.address)
+            self.channels[p.name] = grpc.aio.insecure_channel(p.address, options=GRPC_OPTIONS)
 
     def restart_as_spare(self, p: Process) -> None:
         """A replacement machine: the dead node's name and ports, no state."""
