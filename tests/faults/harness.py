@@ -4,6 +4,7 @@ sink against the failure-free reference."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def protected_chain(
     mode: str = "sas",
     batch: int = 100,
     second_source: bool = False,
-    spares: tuple[str, ...] | list[str] = ("spare-1", "spare-2"),
+    spares: Sequence[str] = ("spare-1", "spare-2"),
 ) -> Path:
     """source -> node-1 -> node-2 -> node-3 -> sink, stage i protected by
     ``sec-i``; standing spares for re-protection (two by default)."""

@@ -198,4 +198,3 @@ class DelayOp(Operator):
 
 _ts = operator.itemgetter(0)
 _lineage = operator.itemgetter(1)
-_values = operator.itemgetter(slice(3, None))
