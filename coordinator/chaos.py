@@ -4,8 +4,9 @@ Each run kills or freezes (SIGSTOP, then SIGCONT) replicas of protected
 stages at random moments: single faults, bursts a few milliseconds apart,
 and a second failure in a neighbouring stage while the first one is still
 recovering. Two faults on the same stage are at least ``SAME_STAGE_GAP_S``
-apart, so that the stage is re-protected in between (losing both replicas of
-a stage at once is not survivable in this version). After each run the
+apart: the stage is usually re-protected in between; when spares run out it
+may not be, and the coordinator then rebuilds it from its producers'
+retained logs (docs/ha.md, "Both replicas lost"). After each run the
 sinks are compared with the failure-free reference; the summary counts lost,
 duplicated and wrong rows, and the command fails if there is any.
 """

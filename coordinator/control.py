@@ -6,7 +6,8 @@ broadcasts its view. The coordinator then does what needs a global picture:
 - converge views: any node holding an older view of a stage is told the
   newest one (a primary that was frozen learns it was replaced);
 - re-protect: a protected stage left without a live secondary gets a spare
-  as its new secondary, which bootstraps from its producers' retained logs;
+  as its new secondary, which bootstraps from its producers' retained logs
+  (and takes over if the primary is gone too);
 - replace machines: a node that died is restarted, empty, as a spare.
 """
 
@@ -86,39 +87,54 @@ class Coordinator:
                     await self._tell(node, newest)
 
     async def _reprotect(self, held: dict[str, dict[str, StageView]]) -> None:
+        """Give every protected stage without a serving secondary a spare as
+        its secondary. Where the primary is gone too (both replicas lost),
+        the spare rebuilds the stage from its producers' retained logs,
+        finds the primary gone and takes over (ha-protocol.md, "retained")."""
         cluster = self.cluster
         for stage in cluster.topology.stages.values():
             if stage.config is None or stage.config.ha.mode == "none":
                 continue
             view = self.views.get(stage.name)
-            if view is None or not self._healthy(view.primary, held):
+            if view is None:
                 continue
-            secondary = view.secondary
-            if (
-                secondary is not None
-                and self._healthy(secondary, held)
-                and self.serving[secondary] == stage.name
-            ):
+            # A secondary merely slow to answer may be taking over right now:
+            # only one known to be gone is replaced.
+            if view.secondary is not None and not self._gone(view.secondary, stage.name, held):
                 continue
-            spare = self._free_spare(held)
+            # The spare must not be the primary's name: a node restarted
+            # under it would be asked to watch itself.
+            spare = self._free_spare(held, exclude=view.primary)
             if spare is None:
                 continue
             new = view.with_secondary(spare)
             self.views[stage.name] = new
             self.roles[spare] = "secondary"
-            self.events.emit("assigned", stage=stage.name, secondary=spare, version=new.version)
+            rebuild = not self._serving(view.primary, stage.name, held)
+            self.events.emit(
+                "assigned", stage=stage.name, secondary=spare, version=new.version, rebuild=rebuild
+            )
             for node in held:
                 await self._tell(node, new)
 
-    def _healthy(self, node: str, held: dict[str, dict[str, StageView]]) -> bool:
+    def _serving(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
         process = self.cluster.processes.get(node)
-        return process is not None and process.alive and node in held
+        alive = process is not None and process.alive
+        return alive and node in held and self.serving.get(node) == stage
 
-    def _free_spare(self, held: dict[str, dict[str, StageView]]) -> str | None:
+    def _gone(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
+        """Known not to serve ``stage``: dead, or answering as something
+        else (a node restarted under a replica's name serves nothing)."""
+        process = self.cluster.processes.get(node)
+        if process is None or not process.alive:
+            return True
+        return node in held and self.serving.get(node) != stage
+
+    def _free_spare(self, held: dict[str, dict[str, StageView]], exclude: str) -> str | None:
         """A node whose last status said spare and that was not assigned
         since (roles are set to secondary on assignment)."""
         for node in sorted(held):
-            if self.roles.get(node) == "spare":
+            if node != exclude and self.roles.get(node) == "spare":
                 return node
         return None
 

@@ -74,7 +74,7 @@ class NodeDaemon:
             )
         self.topology = topology
         self.name = name
-        self.role = "spare" if spare else topology.nodes[name].role
+        self._role = "spare" if spare else topology.nodes[name].role
         self.addresses = dict(addresses)
         self.listen = self.addresses[name]
         self.metrics_port = metrics_port
@@ -89,7 +89,7 @@ class NodeDaemon:
         self.events = EventLog(name, run_dir)
         stage = None if spare else topology.stage_of(name)
         self.stage: Stage | None = stage
-        self.metrics = NodeMetrics(name, stage.name if stage else "", self.role)
+        self.metrics = NodeMetrics(name, stage.name if stage else "", self._role)
         self.sessions: dict[str, InboundEdgeSession] = {}
         self.source: SourceRole | None = None
         self.source_outbound: Outbound | None = None
@@ -112,9 +112,9 @@ class NodeDaemon:
                 on_refused=lambda sender, details: None,
             )
             self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
-        elif self.role in ("primary", "secondary"):
+        elif self._role in ("primary", "secondary"):
             assert stage is not None
-            self._become_replica(stage, Mode.PRIMARY if self.role == "primary" else Mode.SECONDARY)
+            self._become_replica(stage, Mode.PRIMARY if self._role == "primary" else Mode.SECONDARY)
         elif self.role == "sink":
             assert stage is not None
             e = stage.inputs[0]
@@ -125,19 +125,32 @@ class NodeDaemon:
 
     # -- roles -------------------------------------------------------------------------------
 
+    @property
+    def role(self) -> str:
+        """source, sink, spare, or what its replica is now (a secondary that
+        took over is a primary)."""
+        return self.replica.mode.value if self.replica is not None else self._role
+
     def _open_inputs(self, stage: Stage, receiver: Receiver) -> None:
         self.sessions = {
             e.id: InboundEdgeSession(e, self.views, receiver, self.metrics, self._rewind)
             for e in stage.inputs
         }
 
-    def _become_replica(self, stage: Stage, mode: Mode) -> ReplicaRole:
+    def _become_replica(self, stage: Stage, mode: Mode, assigned: bool = False) -> ReplicaRole:
         role = ReplicaRole(
-            self.name, stage, self.topology, self.views, self.peers, self.metrics, self.events, mode
+            self.name,
+            stage,
+            self.topology,
+            self.views,
+            self.peers,
+            self.metrics,
+            self.events,
+            mode,
+            assigned=assigned,
         )
         self.replica = role
         self.stage = stage
-        self.role = mode.value
         self._open_inputs(stage, role)
         role.sessions = self.sessions
         return role
@@ -163,7 +176,7 @@ class NodeDaemon:
         if self.replica is None and self.role == "spare" and view.secondary == self.name:
             stage = self.topology.stages[view.stage]
             self.events.emit("assigned", stage=stage.name, role="secondary", version=view.version)
-            self._become_replica(stage, Mode.SECONDARY).start()
+            self._become_replica(stage, Mode.SECONDARY, assigned=True).start()
         return True
 
     def _become_spare(self) -> None:
@@ -175,7 +188,7 @@ class NodeDaemon:
         self.replica = None
         self.sessions = {}
         self.stage = None
-        self.role = "spare"
+        self._role = "spare"
 
     # -- data plane ---------------------------------------------------------------------------
 
@@ -430,12 +443,19 @@ class ControlServicer(cpb_grpc.ControlServicer):
         return pb.Empty()
 
     async def Heartbeat(
-        self, request_iterator: AsyncIterator[cpb.Ping], context: object
+        self, request_iterator: AsyncIterator[cpb.Ping], context: grpc.aio.ServicerContext[cpb.Ping, cpb.Pong]
     ) -> AsyncIterator[cpb.Pong]:
+        """Pongs only while this node is the primary of the pinged stage: a
+        node restarted under a dead primary's name, or a primary since
+        fenced, must not look like the primary its secondary watches."""
         node = self.node
         async for ping in request_iterator:
-            epoch = node.views[node.stage.name].epoch if node.stage is not None else 0
-            yield cpb.Pong(n=ping.n, epoch=epoch)
+            stage = node.stage.name if node.stage is not None else ""
+            if node.role != "primary" or (ping.stage and ping.stage != stage):
+                await context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"{node.name} is not the primary of {ping.stage}"
+                )
+            yield cpb.Pong(n=ping.n, epoch=node.views[stage].epoch)
 
 
 class IngestServicer(pb_grpc.IngestServicer):

@@ -58,8 +58,13 @@ class ReplicaRole:
         metrics: NodeMetrics,
         events: EventLog,
         mode: Mode,
+        assigned: bool = False,
     ) -> None:
+        """``assigned``: made a secondary by the coordinator in a running
+        cluster (not from the configuration at startup), so an unreachable
+        primary is dead, not still starting."""
         cfg = topology.config
+        self.assigned = assigned
         self.node = node
         self.stage = stage
         self.topology = topology
@@ -270,19 +275,23 @@ class ReplicaRole:
         seen = detector.last_pong is not None
 
         async def pongs() -> None:
-            async for _ in call:
-                detector.on_pong(time.monotonic())
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                async for _ in call:
+                    detector.on_pong(time.monotonic())
 
         reader = asyncio.create_task(pongs())
         n = 0
         try:
             while self.views[self.stage.name].primary == primary and self.replica.mode is Mode.SECONDARY:
                 if reader.done():
-                    # The stream broke: dead if it cannot be re-established now.
-                    return await self._unreachable(primary) if (seen or detector.last_pong) else False
+                    # The stream broke: dead if it cannot be re-established
+                    # now, or if the node there is no longer this stage's
+                    # primary (restarted empty under its name).
+                    starting = not (seen or detector.last_pong or self.assigned)
+                    return await self._gone(primary, starting)
                 n += 1
                 with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                    await call.write(cpb.Ping(n=n, sender=self.node))
+                    await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
                 deadline = time.monotonic() + interval
                 while time.monotonic() < deadline:
                     if detector.expired(time.monotonic()) and detector.last_pong is not None:
@@ -305,7 +314,7 @@ class ReplicaRole:
         if not detector.expired(time.monotonic()):
             return False
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            await call.write(cpb.Ping(n=n, sender=self.node))
+            await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
         grace = time.monotonic() + detector.interval / 2
         while time.monotonic() < grace:
             await asyncio.sleep(0.005)
@@ -313,12 +322,15 @@ class ReplicaRole:
                 return False
         return True
 
-    async def _unreachable(self, primary: str) -> bool:
+    async def _gone(self, primary: str, starting: bool) -> bool:
+        """Whether ``primary`` no longer serves this stage: it does not
+        answer (unless it may still be starting), or answers as something
+        else."""
         try:
-            await self.peers.control(primary).Status(pb.Empty(), timeout=0.2)
+            status: cpb.NodeStatus = await self.peers.control(primary).Status(pb.Empty(), timeout=0.2)
         except grpc.aio.AioRpcError:
-            return True
-        return False
+            return not starting
+        return status.role != "primary" or status.stage != self.stage.name
 
     async def takeover(self, old_primary: str, silent_for: float) -> None:
         """Algorithm 2 lines 12-20, with fencing: become the primary at

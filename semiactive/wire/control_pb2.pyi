@@ -70,12 +70,14 @@ class NodeStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ..., views: _Optional[_Iterable[_Union[StageView, _Mapping]]] = ..., resyncs: _Optional[int] = ...) -> None: ...
 
 class Ping(_message.Message):
-    __slots__ = ("n", "sender")
+    __slots__ = ("n", "sender", "stage")
     N_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
     n: int
     sender: str
-    def __init__(self, n: _Optional[int] = ..., sender: _Optional[str] = ...) -> None: ...
+    stage: str
+    def __init__(self, n: _Optional[int] = ..., sender: _Optional[str] = ..., stage: _Optional[str] = ...) -> None: ...
 
 class Pong(_message.Message):
     __slots__ = ("n", "epoch")

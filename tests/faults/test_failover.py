@@ -93,3 +93,34 @@ def test_a_restarted_secondary_protects_its_stage_again(tmp_path: Path) -> None:
     out = run(config, tmp_path / "run", "--kill", "sec-2@0.8", "--kill", "node-2@3.8", duration=5)
     assert any(e["event"] == "assigned" and e.get("secondary") == "sec-2" for e in out["events"])
     assert any(e["event"] == "takeover" and e["node"] == "sec-2" for e in out["events"]), out["stderr"]
+
+
+def _rebuilt_by(out: dict[str, object], stage: str) -> str:
+    events = out["events"]
+    assert isinstance(events, list)
+    assigned = [e for e in events if e["event"] == "assigned" and e.get("rebuild") and e["stage"] == stage]
+    assert assigned, out["stderr"]
+    node = assigned[0]["secondary"]
+    assert any(e["event"] == "takeover" and e["node"] == node for e in events), out["stderr"]
+    return str(node)
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3], ids=["first stage", "middle stage", "last stage"])
+def test_both_replicas_of_a_stage_killed_at_once_a_spare_rebuilds_it(tmp_path: Path, stage: int) -> None:
+    """Beyond the single failure: both replicas of a stage die together. A
+    spare rebuilds the stage from its producer's retained log (from the
+    Level-1 cut) and takes over; nothing lost, nothing twice."""
+    config = protected_chain(tmp_path, AGGREGATE, spares=["spare-1"])
+    out = run(
+        config, tmp_path / "run", "--kill", f"node-{stage}@1.5", "--kill", f"sec-{stage}@1.5", duration=5
+    )
+    assert _rebuilt_by(out, f"stage-{stage}") == "spare-1"
+
+
+def test_both_replicas_lost_without_spares_the_restarted_nodes_rebuild_it(tmp_path: Path) -> None:
+    """No spare at all: the stage waits for its replicas to be restarted;
+    the restarted secondary rebuilds it (the restarted primary must not be
+    asked to watch itself), while the producer retains what it needs."""
+    config = protected_chain(tmp_path, AGGREGATE, spares=[])
+    out = run(config, tmp_path / "run", "--kill", "node-2@1.0", "--kill", "sec-2@1.0", duration=6)
+    assert _rebuilt_by(out, "stage-2") == "sec-2"

@@ -24,6 +24,7 @@ class FakeNode:
     stage: str
     views: ViewTable
     alive: bool = True
+    answering: bool = True
     popen: Any = None
     told: list[StageView] = field(default_factory=list)
 
@@ -46,8 +47,10 @@ class FakeCluster:
     def control(self, name: str) -> FakeNode:
         return self.processes[name]
 
-    async def status(self, name: str, timeout: float) -> cpb.NodeStatus:
+    async def status(self, name: str, timeout: float) -> cpb.NodeStatus | None:
         node = self.processes[name]
+        if not node.answering:
+            return None
         status = cpb.NodeStatus(name=name, role=node.role, stage=node.stage)
         status.views.extend(view_to_pb(v) for v in node.views)
         return status
@@ -91,3 +94,43 @@ async def test_a_spare_goes_to_one_unprotected_stage_only(tmp_path: Path) -> Non
     secondaries = {s: coordinator.views[s].secondary for s in ("stage-1", "stage-2", "stage-3")}
     assert secondaries == {"stage-1": "spare-1", "stage-2": "sec-2", "stage-3": "sec-3"}
     assert cluster.processes["spare-1"].stage == "stage-1"
+
+
+async def test_a_stage_that_lost_both_replicas_gets_a_spare_that_rebuilds_it(tmp_path: Path) -> None:
+    # No standing spare: node-2 and sec-2 die together and come back empty
+    # under their names. sec-2 may be given the stage (it will find node-2
+    # gone and take over); node-2, the name the view gives the primary,
+    # must not: it would watch itself.
+    cluster = FakeCluster(tmp_path, spares=[])
+    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
+    await coordinator.step()
+    cluster.processes["node-2"].alive = False
+    cluster.processes["sec-2"].alive = False
+    await coordinator.step()
+    cluster.restart_as_spare("node-2")
+    await coordinator.step()
+    assert coordinator.views["stage-2"].secondary == "sec-2"  # still dead: nothing to assign
+    cluster.restart_as_spare("sec-2")
+    await coordinator.step()
+    assert (coordinator.views["stage-2"].primary, coordinator.views["stage-2"].secondary) == (
+        "node-2",
+        "sec-2",
+    )
+    assert coordinator.views["stage-2"].version == 1
+    assert cluster.processes["sec-2"].stage == "stage-2"
+    assert cluster.processes["node-2"].role == "spare"
+    events = (cluster.run_dir / "telemetry" / "events-coordinator.jsonl").read_text()
+    assert '"rebuild": true' in events
+
+
+async def test_a_secondary_that_does_not_answer_is_not_replaced(tmp_path: Path) -> None:
+    # Alive but silent (frozen, or busy taking over): replacing it could
+    # make two nodes take over the same stage.
+    cluster = FakeCluster(tmp_path, spares=["spare-1"])
+    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
+    await coordinator.step()
+    cluster.processes["node-2"].alive = False
+    cluster.processes["sec-2"].answering = False
+    await coordinator.step()
+    assert coordinator.views["stage-2"].secondary == "sec-2"
+    assert cluster.processes["spare-1"].role == "spare"
