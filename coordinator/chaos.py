@@ -6,7 +6,10 @@ and a second failure in a neighbouring stage while the first one is still
 recovering. Two faults on the same stage are at least ``SAME_STAGE_GAP_S``
 apart: the stage is usually re-protected in between; when spares run out it
 may not be, and the coordinator then rebuilds it from its producers'
-retained logs (docs/ha.md, "Both replicas lost"). After each run the
+retained logs (docs/ha.md, "Both replicas lost"). With ``both_replicas``
+a quarter of the faults kill both replicas of a stage together (beyond the
+single-failure model; off by default, so that a seed's plans stay those of
+earlier campaigns). After each run the
 sinks are compared with the failure-free reference; the summary counts lost,
 duplicated and wrong rows, and the command fails if there is any.
 """
@@ -31,7 +34,7 @@ from semiactive.topology import Topology
 SAME_STAGE_GAP_S = 2.5
 
 
-def plan(rnd: random.Random, topo: Topology, duration: float) -> list[Fault]:
+def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: bool = False) -> list[Fault]:
     protected = [s for s in topo.stages.values() if s.config is not None and s.config.ha.mode != "none"]
     if not protected:
         raise ConfigError("chaos needs at least one protected stage (an ha: section with a secondary)")
@@ -46,6 +49,13 @@ def plan(rnd: random.Random, topo: Topology, duration: float) -> list[Fault]:
         if t > duration - 1.0:
             break
         node = rnd.choice(stage.replicas)
+        if both_replicas and rnd.random() < 0.25:
+            gap = rnd.choice([0.0, 0.005, 0.05, 0.3])
+            first, second = rnd.sample(list(stage.replicas), 2)
+            faults += [Fault(first, round(t, 3), "kill"), Fault(second, round(t + gap, 3), "kill")]
+            last_on_stage[stage.name] = t + gap
+            t += rnd.uniform(0.3, 1.5)
+            continue
         if rnd.random() < 0.7:
             faults.append(Fault(node, round(t, 3), "kill"))
         else:
@@ -65,7 +75,9 @@ def plan(rnd: random.Random, topo: Topology, duration: float) -> list[Fault]:
     return faults
 
 
-def run_chaos(config_path: str, runs: int, seed: int, duration: float, out_dir: Path) -> int:
+def run_chaos(
+    config_path: str, runs: int, seed: int, duration: float, out_dir: Path, both_replicas: bool = False
+) -> int:
     topo = topology.resolve(config.load(config_path))
     rnd = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -75,7 +87,7 @@ def run_chaos(config_path: str, runs: int, seed: int, duration: float, out_dir: 
     started = time.monotonic()
     done = 0
     for i in range(runs):
-        faults = plan(rnd, topo, duration)
+        faults = plan(rnd, topo, duration, both_replicas)
         run_dir = out_dir / f"run-{i:04d}"
         reports: list[RunReport] = []
         try:

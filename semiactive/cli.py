@@ -85,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--seed", type=int, default=1)
     chaos.add_argument("--duration", type=float, default=5.0, help="seconds of each run (default 5)")
     chaos.add_argument("--out", type=Path, help="directory for the runs")
+    chaos.add_argument(
+        "--both-replicas",
+        action="store_true",
+        help="also kill both replicas of a stage together (a spare rebuilds it)",
+    )
 
     demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
@@ -142,7 +147,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from coordinator.chaos import run_chaos
 
         out = args.out or Path("runs") / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
-        return run_chaos(args.config, args.runs, args.seed, args.duration, out)
+        return run_chaos(args.config, args.runs, args.seed, args.duration, out, args.both_replicas)
     if args.command == "demo":
         from coordinator.demo import run_demo
 
