@@ -51,7 +51,7 @@ def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: boo
         node = rnd.choice(stage.replicas)
         if both_replicas and rnd.random() < 0.25:
             gap = rnd.choice([0.0, 0.005, 0.05, 0.3])
-            first, second = rnd.sample(list(stage.replicas), 2)
+            first, second = rnd.sample(stage.replicas, 2)
             faults += [Fault(first, round(t, 3), "kill"), Fault(second, round(t + gap, 3), "kill")]
             last_on_stage[stage.name] = t + gap
             t += rnd.uniform(0.3, 1.5)

@@ -117,18 +117,17 @@ class Coordinator:
             for node in held:
                 await self._tell(node, new)
 
-    def _serving(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
+    def _alive(self, node: str) -> bool:
         process = self.cluster.processes.get(node)
-        alive = process is not None and process.alive
-        return alive and node in held and self.serving.get(node) == stage
+        return process is not None and process.alive
+
+    def _serving(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
+        return self._alive(node) and node in held and self.serving.get(node) == stage
 
     def _gone(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
         """Known not to serve ``stage``: dead, or answering as something
         else (a node restarted under a replica's name serves nothing)."""
-        process = self.cluster.processes.get(node)
-        if process is None or not process.alive:
-            return True
-        return node in held and self.serving.get(node) != stage
+        return not self._alive(node) or (node in held and self.serving.get(node) != stage)
 
     def _free_spare(self, held: dict[str, dict[str, StageView]], exclude: str) -> str | None:
         """A node whose last status said spare and that was not assigned

@@ -95,7 +95,7 @@ class NodeDaemon:
         self.source_outbound: Outbound | None = None
         self.sink: SinkRole | None = None
         self.replica: ReplicaRole | None = None
-        if self.role == "source":
+        if self._role == "source":
             assert stage is not None and stage.source is not None and stage.schema is not None
             out = OutputLog(topology.config.queue_rows)
             for edge_id, size in consumer_batch_sizes(topology, stage).items():
@@ -115,7 +115,7 @@ class NodeDaemon:
         elif self._role in ("primary", "secondary"):
             assert stage is not None
             self._become_replica(stage, Mode.PRIMARY if self._role == "primary" else Mode.SECONDARY)
-        elif self.role == "sink":
+        elif self._role == "sink":
             assert stage is not None
             e = stage.inputs[0]
             self.sink = SinkRole(

@@ -60,6 +60,14 @@ class FakeCluster:
         self.processes[name] = FakeNode(name, "spare", "", initial_views(self.topology))
 
 
+async def _started(tmp: Path, spares: list[str]) -> tuple[FakeCluster, Coordinator]:
+    """A cluster as configured, and a coordinator that has seen it once."""
+    cluster = FakeCluster(tmp, spares)
+    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
+    await coordinator.step()
+    return cluster, coordinator
+
+
 async def test_a_secondary_restarted_under_its_name_is_made_the_stages_secondary_again(
     tmp_path: Path,
 ) -> None:
@@ -67,9 +75,7 @@ async def test_a_secondary_restarted_under_its_name_is_made_the_stages_secondary
     # stage's view (never changed) still names it, so the restarted node
     # holds that very view and would not act on it: the coordinator must
     # give the stage a secondary with a new version.
-    cluster = FakeCluster(tmp_path, spares=[])
-    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
-    await coordinator.step()
+    cluster, coordinator = await _started(tmp_path, spares=[])
     assert all(not n.told for n in cluster.processes.values())
 
     cluster.processes["sec-2"].alive = False
@@ -85,9 +91,7 @@ async def test_a_secondary_restarted_under_its_name_is_made_the_stages_secondary
 
 
 async def test_a_spare_goes_to_one_unprotected_stage_only(tmp_path: Path) -> None:
-    cluster = FakeCluster(tmp_path, spares=["spare-1"])
-    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
-    await coordinator.step()
+    cluster, coordinator = await _started(tmp_path, spares=["spare-1"])
     cluster.processes["sec-1"].alive = False
     cluster.processes["sec-3"].alive = False
     await coordinator.step()
@@ -101,9 +105,7 @@ async def test_a_stage_that_lost_both_replicas_gets_a_spare_that_rebuilds_it(tmp
     # under their names. sec-2 may be given the stage (it will find node-2
     # gone and take over); node-2, the name the view gives the primary,
     # must not: it would watch itself.
-    cluster = FakeCluster(tmp_path, spares=[])
-    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
-    await coordinator.step()
+    cluster, coordinator = await _started(tmp_path, spares=[])
     cluster.processes["node-2"].alive = False
     cluster.processes["sec-2"].alive = False
     await coordinator.step()
@@ -126,9 +128,7 @@ async def test_a_stage_that_lost_both_replicas_gets_a_spare_that_rebuilds_it(tmp
 async def test_a_secondary_that_does_not_answer_is_not_replaced(tmp_path: Path) -> None:
     # Alive but silent (frozen, or busy taking over): replacing it could
     # make two nodes take over the same stage.
-    cluster = FakeCluster(tmp_path, spares=["spare-1"])
-    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
-    await coordinator.step()
+    cluster, coordinator = await _started(tmp_path, spares=["spare-1"])
     cluster.processes["node-2"].alive = False
     cluster.processes["sec-2"].answering = False
     await coordinator.step()
