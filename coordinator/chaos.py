@@ -1,6 +1,10 @@
 """``semiactive chaos``: randomised failures, every run checked exactly.
 
-Each run kills or freezes (SIGSTOP, then SIGCONT) replicas of protected
+The faults come from the nemesis (:mod:`coordinator.nemesis`), a separate
+process that knows only ``cluster.json``: the launcher is not told of them
+and learns of each one by observing it, as of a real failure. (``--injector
+launcher`` has the launcher inject them itself, as the campaigns before the
+nemesis did, for comparison.) Each run kills or freezes (SIGSTOP, then SIGCONT) replicas of protected
 stages at random moments: single faults, bursts a few milliseconds apart,
 and a second failure in a neighbouring stage while the first one is still
 recovering. Two faults on the same stage are at least ``SAME_STAGE_GAP_S``
@@ -17,14 +21,17 @@ duplicated and wrong rows, and the command fails if there is any.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from coordinator.faults import Fault
+from coordinator.faults import Fault, FaultKind
 from coordinator.launcher import run_cluster
+from coordinator.nemesis import write_plan
 from coordinator.report import RunReport
 from coordinator.verify import check_run
 from semiactive import config, topology
@@ -32,6 +39,8 @@ from semiactive.config import ConfigError
 from semiactive.topology import Topology
 
 SAME_STAGE_GAP_S = 2.5
+KILL = FaultKind.KILL
+INJECTORS = ("nemesis", "launcher")
 
 
 def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: bool = False) -> list[Fault]:
@@ -52,14 +61,14 @@ def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: boo
         if both_replicas and rnd.random() < 0.25:
             gap = rnd.choice([0.0, 0.005, 0.05, 0.3])
             first, second = rnd.sample(stage.replicas, 2)
-            faults += [Fault(first, round(t, 3), "kill"), Fault(second, round(t + gap, 3), "kill")]
+            faults += [Fault(first, round(t, 3), KILL), Fault(second, round(t + gap, 3), KILL)]
             last_on_stage[stage.name] = t + gap
             t += rnd.uniform(0.3, 1.5)
             continue
         if rnd.random() < 0.7:
-            faults.append(Fault(node, round(t, 3), "kill"))
+            faults.append(Fault(node, round(t, 3), KILL))
         else:
-            faults.append(Fault(node, round(t, 3), "stop", round(rnd.uniform(0.4, 1.5), 3)))
+            faults.append(Fault(node, round(t, 3), FaultKind.STOP, round(rnd.uniform(0.4, 1.5), 3)))
         last_on_stage[stage.name] = t
         pattern = rnd.random()
         neighbours = [n for n in protected if abs(order.index(n.name) - order.index(stage.name)) == 1]
@@ -69,18 +78,36 @@ def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: boo
             other = rnd.choice(neighbours)
             if t - last_on_stage.get(other.name, -1e9) >= SAME_STAGE_GAP_S:
                 gap = rnd.choice([0.005, 0.02, 0.05, 0.15, 0.3])
-                faults.append(Fault(rnd.choice(other.replicas), round(t + gap, 3), "kill"))
+                faults.append(Fault(rnd.choice(other.replicas), round(t + gap, 3), KILL))
                 last_on_stage[other.name] = t + gap
         t += rnd.uniform(0.3, 1.5)
     return faults
 
 
 def run_chaos(
-    config_path: str, runs: int, seed: int, duration: float, out_dir: Path, both_replicas: bool = False
+    config_path: str,
+    runs: int,
+    seed: int,
+    duration: float,
+    out_dir: Path,
+    both_replicas: bool = False,
+    injector: str = "nemesis",
 ) -> int:
+    if injector not in INJECTORS:
+        raise ConfigError(f"--injector {injector!r}: expected one of {', '.join(INJECTORS)}")
     topo = topology.resolve(config.load(config_path))
     rnd = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "command": "chaos",
+        "config": str(Path(config_path).resolve()),
+        "runs": runs,
+        "seed": seed,
+        "duration_s": duration,
+        "both_replicas": both_replicas,
+        "injector": injector,
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     lost = duplicated = wrong = failed = injected = 0
     recoveries: list[float] = []
     detections: list[float] = []
@@ -91,11 +118,7 @@ def run_chaos(
         run_dir = out_dir / f"run-{i:04d}"
         reports: list[RunReport] = []
         try:
-            code = asyncio.run(
-                run_cluster(
-                    config_path, duration, run_dir, [], [], progress=False, faults=faults, report_to=reports
-                )
-            )
+            code = _one_run(config_path, duration, run_dir, faults, injector, reports)
             if reports and reports[0].interrupted:
                 raise KeyboardInterrupt
             checks = check_run(topo, run_dir)
@@ -108,15 +131,14 @@ def run_chaos(
         run_wrong = sum(len(c.wrong) + c.out_of_order for c in checks)
         lost, duplicated, wrong = lost + run_lost, duplicated + run_dup, wrong + run_wrong
         failed += code != 0
-        injected += len(faults)
-        for f in reports[0].faults if reports else []:
+        faults_seen = reports[0].faults if reports else []
+        injected += len(faults_seen)
+        for f in faults_seen:
             if f.recovery_ms is not None:
                 recoveries.append(f.recovery_ms)
             if f.detection_ms is not None:
                 detections.append(f.detection_ms)
-        what = ", ".join(
-            f"{f.kind} {f.node}@{f.at:g}" + (f":{f.duration:g}" if f.kind == "stop" else "") for f in faults
-        )
+        what = ", ".join(f.describe() for f in faults)
         verdict = "ok" if not (run_lost or run_dup or run_wrong or code) else "FAILED"
         eta = (time.monotonic() - started) / (i + 1) * (runs - i - 1)
         print(
@@ -125,13 +147,49 @@ def run_chaos(
             file=sys.stderr,
         )
     ran = f"{done}" if done == runs else f"{done} of {runs}"
-    print(f"runs: {ran}, faults injected: {injected}, failed runs: {failed}")
+    print(f"runs: {ran} ({injector}), faults injected: {injected}, failed runs: {failed}")
     print(f"lost: {lost}, duplicated: {duplicated}, wrong or out of order: {wrong}")
     print(f"detection: {_percentiles(detections)}")
     print(f"recovery after detection: {_percentiles(recoveries)}")
     if done < runs:
         return 130
     return 0 if not (lost or duplicated or wrong or failed) else 1
+
+
+def _one_run(
+    config_path: str,
+    duration: float,
+    run_dir: Path,
+    faults: list[Fault],
+    injector: str,
+    reports: list[RunReport],
+) -> int:
+    """One run of the campaign; with the nemesis, the launcher gets no fault
+    and a separate process injects them."""
+    if injector == "launcher":
+        return asyncio.run(
+            run_cluster(
+                config_path, duration, run_dir, [], [], progress=False, faults=faults, report_to=reports
+            )
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan_file = run_dir / "nemesis-plan.json"
+    write_plan(plan_file, faults)
+    with (run_dir / "nemesis.log").open("wb") as log:
+        nemesis = subprocess.Popen(
+            [sys.executable, "-m", "semiactive", "nemesis", str(run_dir), "--plan", str(plan_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        code = asyncio.run(
+            run_cluster(config_path, duration, run_dir, [], [], progress=False, report_to=reports)
+        )
+    finally:
+        if nemesis.poll() is None:
+            nemesis.terminate()  # resumes what it froze, then exits
+        nemesis.wait(timeout=10)
+    return code
 
 
 def _percentiles(values: list[float]) -> str:

@@ -46,6 +46,9 @@ class Coordinator:
         self.serving: dict[str, str] = {}
         self.views: dict[str, StageView] = {}
         self.died_at: dict[str, float] = {}
+        # When a live primary (or source, sink) of each stage was last seen.
+        self.served_at: dict[str, float] = {}
+        self.started = time.monotonic()
 
     async def run(self) -> None:
         while True:
@@ -68,6 +71,8 @@ class Coordinator:
                 continue
             self.roles[p.name] = status.role
             self.serving[p.name] = status.stage
+            if status.role in ("primary", "source", "sink") and status.stage:
+                self.served_at[status.stage] = time.monotonic()
             held[p.name] = {v.stage: view_from_pb(v) for v in status.views}
             for view in held[p.name].values():
                 current = self.views.get(view.stage)
@@ -78,6 +83,10 @@ class Coordinator:
         await self._converge(held)
         if self.reprotect:
             self._replace_dead()
+
+    def unserved_for(self, stage: str) -> float:
+        """Seconds since a live primary of ``stage`` was last seen."""
+        return time.monotonic() - self.served_at.get(stage, self.started)
 
     async def _converge(self, held: dict[str, dict[str, StageView]]) -> None:
         for node, views in held.items():

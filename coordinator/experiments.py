@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from coordinator.faults import Fault
+from coordinator.faults import Fault, FaultKind
 from coordinator.launcher import run_cluster
 from coordinator.report import RunReport
 from coordinator.verify import check_run
@@ -99,7 +99,7 @@ def run_sweep(
         for r in range(repeat):
             run_dir = out_dir / f"run-{mode}{batch or ''}-{r}"
             reports: list[RunReport] = []
-            fault = Fault(node, float(at), "kill")
+            fault = Fault(node, float(at), FaultKind.KILL)
             try:
                 asyncio.run(
                     run_cluster(

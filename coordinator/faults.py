@@ -1,17 +1,20 @@
-"""Faults a run can inject: ``--kill NODE@SECONDS`` sends SIGKILL;
-``--stop NODE@SECONDS:DURATION`` sends SIGSTOP and, DURATION seconds later,
-SIGCONT. Real signals to real processes."""
+"""Faults: ``NODE@SECONDS`` sends SIGKILL; ``NODE@SECONDS:DURATION`` sends
+SIGSTOP and, DURATION seconds later, SIGCONT. Real signals to real
+processes, sent either by the launcher itself (``cluster up --kill``, for
+scripted experiments) or by the independent nemesis
+(:mod:`coordinator.nemesis`), which the launcher knows nothing of."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import os
 import re
 import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from semiactive.config import ConfigError
 from semiactive.topology import Topology
@@ -20,60 +23,91 @@ if TYPE_CHECKING:
     from coordinator.launcher import Cluster
 
 
+class FaultKind(enum.StrEnum):
+    KILL = "kill"
+    STOP = "stop"
+
+
 @dataclass
 class Fault:
     node: str
     at: float
-    kind: str  # kill, stop
+    kind: FaultKind
     duration: float = 0.0
     injected_at: float | None = None  # wall clock
 
     def record(self) -> dict[str, object]:
         return {
             "node": self.node,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "at": self.at,
             "duration": self.duration,
             "injected_at": self.injected_at,
         }
 
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Fault:
+        return cls(
+            str(record["node"]), float(record["at"]), FaultKind(record["kind"]), float(record["duration"])
+        )
+
+    def spec(self) -> str:
+        """As given on the command line: ``NODE@SECONDS[:DURATION]``."""
+        return f"{self.node}@{self.at:g}" + (f":{self.duration:g}" if self.kind is FaultKind.STOP else "")
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.spec()}"
+
     async def inject(self, cluster: Cluster) -> None:
+        """Injected by the launcher: the exit or freeze it causes is expected,
+        not a fault it observes."""
         p = cluster.processes[self.node]
         if p.popen is None or not p.alive:
             return
         self.injected_at = time.time()
-        if self.kind == "kill":
+        if self.kind is FaultKind.KILL:
             p.expected_exit = True
             os.kill(p.popen.pid, signal.SIGKILL)
             p.popen.wait()
         else:
+            p.frozen_by_launcher = True
             os.kill(p.popen.pid, signal.SIGSTOP)
             loop = asyncio.get_running_loop()
-            loop.call_later(self.duration, _resume, p.popen.pid)
-        p.events.append({"fault": self.kind, "at": self.injected_at, "duration": self.duration})
+            loop.call_later(self.duration, _resume, p.popen.pid, p)
+        p.events.append({"fault": self.kind.value, "at": self.injected_at, "duration": self.duration})
 
 
-def _resume(pid: int) -> None:
+def _resume(pid: int, process: Any) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)
+    process.frozen_by_launcher = False
 
 
 _KILL = re.compile(r"^(?P<node>[^@]+)@(?P<at>\d+(\.\d+)?)$")
 _STOP = re.compile(r"^(?P<node>[^@]+)@(?P<at>\d+(\.\d+)?):(?P<dur>\d+(\.\d+)?)$")
 
 
-def parse_faults(kills: list[str], stops: list[str], topology: Topology) -> list[Fault]:
+def parse_fault_specs(kills: list[str], stops: list[str]) -> list[Fault]:
+    """``--kill`` and ``--stop`` arguments, whatever the node names."""
     faults = []
-    for spec, pattern, kind in [(k, _KILL, "kill") for k in kills] + [(s, _STOP, "stop") for s in stops]:
+    specs = [(k, _KILL, FaultKind.KILL) for k in kills] + [(s, _STOP, FaultKind.STOP) for s in stops]
+    for spec, pattern, kind in specs:
         m = pattern.match(spec)
         if not m:
-            form = "NODE@SECONDS" if kind == "kill" else "NODE@SECONDS:DURATION"
+            form = "NODE@SECONDS" if kind is FaultKind.KILL else "NODE@SECONDS:DURATION"
             raise ConfigError(f"--{kind} {spec!r}: expected {form}")
-        node = m.group("node")
-        if node not in topology.nodes:
+        duration = float(m.group("dur")) if kind is FaultKind.STOP else 0.0
+        faults.append(Fault(m.group("node"), float(m.group("at")), kind, duration))
+    return faults
+
+
+def parse_faults(kills: list[str], stops: list[str], topology: Topology) -> list[Fault]:
+    """``--kill`` and ``--stop`` arguments naming nodes of ``topology``."""
+    faults = parse_fault_specs(kills, stops)
+    for fault in faults:
+        if fault.node not in topology.nodes:
             raise ConfigError(
-                f"--{kind} {spec!r}: no node named {node!r} (nodes: {', '.join(topology.nodes)})"
+                f"--{fault.kind} {fault.spec()!r}: no node named {fault.node!r} "
+                f"(nodes: {', '.join(topology.nodes)})"
             )
-        duration = float(m.group("dur")) if kind == "stop" else 0.0
-        faults.append(Fault(node, float(m.group("at")), kind, duration))
     return faults

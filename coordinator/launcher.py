@@ -6,9 +6,16 @@ sources at a common t0, shows live throughput, injects the faults asked for
 while the coordinator (:mod:`coordinator.control`) re-protects stages and
 replaces dead nodes, and at the end stops the sources, lets in-flight tuples
 drain to the sinks, and stops every process. Prints detection, recovery and
-bandwidth figures (:mod:`coordinator.report`). Exits non-zero if a process
-died unexpectedly or the run did not drain. Ctrl-C drains early; a second
-Ctrl-C kills at once.
+bandwidth figures (:mod:`coordinator.report`).
+
+The launcher is the process supervisor: any exit or freeze it did not cause
+(:mod:`coordinator.supervision`) is a fault like an injected one: the
+secondary takes over, the coordinator re-protects, the dead node is
+restarted as a spare, and the run goes on. A death no replica covers stops
+a stage for good (:mod:`coordinator.outcome`): the rest runs to the end,
+the drain delivers what the surviving replicas hold, and the run reports
+the stopped stage and what its consumers received, and exits 1. Ctrl-C
+drains early; a second Ctrl-C kills at once.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +37,13 @@ import grpc
 
 from coordinator.control import Coordinator
 from coordinator.faults import Fault, parse_faults
+from coordinator.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from coordinator.ports import PortAllocator, port_in_use
 from coordinator.report import RunReport, analyse
+from coordinator.supervision import ProcessWatch
+from coordinator.verify import check_run
 from node.cql import plan
+from node.events import EventLog
 from node.main import LAUNCHER_PID_ENV
 from node.sources import SourceDataError, read_rows
 from node.transport import GRPC_OPTIONS
@@ -43,6 +55,18 @@ from semiactive.wire import dataplane_pb2 as pb
 
 READY_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 30.0
+QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
+
+
+@dataclass
+class Drain:
+    """How the drain ended: ``complete`` when every sink received its end of
+    stream; otherwise the stages that stopped, and what their consumers
+    received from them (last seq per edge)."""
+
+    complete: bool
+    stopped: list[Stopped]
+    received: dict[str, dict[str, int]]
 
 
 @dataclass
@@ -53,7 +77,8 @@ class Process:
     port: int
     metrics_port: int
     popen: subprocess.Popen[bytes] | None = None
-    expected_exit: bool = False
+    expected_exit: bool = False  # the launcher caused (or asked for) its exit
+    frozen_by_launcher: bool = False
     restarts: int = 0
     events: list[dict[str, object]] = field(default_factory=list)
 
@@ -64,6 +89,13 @@ class Process:
     @property
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    def returncode(self) -> int | None:
+        return self.popen.poll() if self.popen is not None else None
 
 
 class Cluster:
@@ -79,6 +111,8 @@ class Cluster:
         self.ports = PortAllocator()
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.t0 = 0.0
+        self.events = EventLog("launcher", run_dir)
+        self.watch = ProcessWatch(self.events)
 
     def check_files(self) -> None:
         """Read every file source's data once before anything starts: a bad
@@ -159,6 +193,7 @@ class Cluster:
             "name": self.topology.config.name,
             "config": str(Path(self.config_path).resolve()),
             "t0_unix": self.t0 or None,
+            "launcher_pid": os.getpid(),
             "processes": [
                 {
                     "name": p.name,
@@ -171,7 +206,10 @@ class Cluster:
                 for p in self.processes.values()
             ],
         }
-        (self.run_dir / "cluster.json").write_text(json.dumps(doc, indent=2))
+        # Written whole and renamed: the nemesis reads it at any moment.
+        tmp = self.run_dir / "cluster.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=2))
+        tmp.replace(self.run_dir / "cluster.json")
 
     def control(self, name: str) -> cpb_grpc.ControlStub:
         return cpb_grpc.ControlStub(self.channels[name])
@@ -216,22 +254,35 @@ class Cluster:
 
     # -- stop ---------------------------------------------------------------------------
 
-    async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> bool:
-        """Stop the sources and wait until every sink has everything."""
+    async def drain(self, unserved_for: Callable[[str], float], timeout: float = DRAIN_TIMEOUT_S) -> Drain:
+        """Stop the sources and wait until every sink has everything; or,
+        where a stage has stopped for good, until every surviving replica
+        has delivered what it holds and nothing moves any more."""
         for p in self.processes.values():
             if p.role == "source" and p.alive:
                 with contextlib.suppress(grpc.aio.AioRpcError):
                     await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
         deadline = time.monotonic() + timeout
         sinks = [p for p in self.processes.values() if p.role == "sink"]
+        last: tuple[tuple[str, int, int], ...] | None = None
+        quiet = 0
+        stopped: list[Stopped] = []
+        statuses: dict[str, cpb.NodeStatus | None] = {}
         while time.monotonic() < deadline:
-            if any(not p.alive for p in sinks):
-                return False
-            states = [await self.status(p.name) for p in sinks]
-            if all(s is not None and s.finished for s in states):
-                return True
-            await asyncio.sleep(0.1)
-        return False
+            self.watch.observe(self.processes.values())
+            alive = [p.name for p in self.processes.values() if p.alive]
+            statuses = dict(zip(alive, await asyncio.gather(*(self.status(n) for n in alive)), strict=True))
+            stopped = stopped_stages(self.topology, self.processes, unserved_for)
+            if not stopped and all((s := statuses.get(p.name)) is not None and s.finished for p in sinks):
+                return Drain(True, [], {})
+            positions = surviving_positions(self.topology, statuses, stopped) if stopped else None
+            quiet = quiet + 1 if positions is not None and positions == last else 0
+            last = positions
+            if quiet >= QUIET_POLLS:
+                break
+            await asyncio.sleep(0.2)
+        received = {s.stage: consumer_counts(self.topology, statuses, s.stage) for s in stopped}
+        return Drain(False, stopped, received)
 
     async def shutdown(self) -> None:
         for p in self.processes.values():
@@ -261,8 +312,9 @@ class Cluster:
 
 
 async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show: bool) -> None:
-    """Run for ``duration`` seconds, injecting faults and printing a line per
-    second: elapsed time and rows per second at each source and sink."""
+    """Run for ``duration`` seconds, injecting the launcher's own faults,
+    watching for the ones nobody announced, and printing a line per second:
+    elapsed time and rows per second at each source and sink."""
     started = time.monotonic()
     last: dict[str, int] = {}
     pending = sorted(faults, key=lambda f: f.at)
@@ -273,11 +325,8 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
             await pending.pop(0).inject(cluster)
         if elapsed >= duration:
             return
-        dead = cluster.dead()
-        if dead:
-            raise RuntimeError(
-                ", ".join(f"{p.name} died unexpectedly: {cluster.log_tail(p.name)}" for p in dead)
-            )
+        for seen in cluster.watch.observe(cluster.processes.values()):
+            sys.stderr.write(f"\n  t={time.time() - cluster.t0:5.1f}s  {seen.describe()}\n")
         if show and elapsed >= next_line:
             next_line = elapsed + 1.0
             parts = []
@@ -331,12 +380,15 @@ async def run_cluster(
     for sig in signals:
         loop.add_signal_handler(sig, on_signal)
     code = 0
-    coordinator: asyncio.Task[None] | None = None
+    coordinator: Coordinator | None = None
+    coordinating: asyncio.Task[None] | None = None
+    drain: Drain | None = None
     try:
         cluster.spawn()
         await cluster.wait_ready()
         await cluster.start()
-        coordinator = asyncio.create_task(Coordinator(cluster, reprotect=reprotect).run())
+        coordinator = Coordinator(cluster, reprotect=reprotect)
+        coordinating = asyncio.create_task(coordinator.run())
         run = asyncio.create_task(_progress(cluster, duration, planned, progress))
         stop = asyncio.create_task(interrupted.wait())
         await asyncio.wait([run, stop], return_when=asyncio.FIRST_COMPLETED)
@@ -347,19 +399,18 @@ async def run_cluster(
             run.cancel()
         if progress:
             sys.stderr.write("\n")
-        drained = await cluster.drain()
-        dead = cluster.dead()
-        for p in dead:
-            print(f"{p.name} died unexpectedly: {cluster.log_tail(p.name)}", file=sys.stderr)
-        if not drained:
+        drain = await cluster.drain(coordinator.unserved_for)
+        for s in drain.stopped:
+            print(f"stage {s.stage} stopped: {s.reason}", file=sys.stderr)
+        if not drain.complete and not drain.stopped:
             print("the run did not drain: sinks did not receive the end of stream in time", file=sys.stderr)
-        code = 0 if drained and not dead else 1
+        code = 0 if drain.complete else 1
     except RuntimeError as exc:
         print(f"semiactive: {exc}", file=sys.stderr)
         code = 1
     finally:
-        if coordinator is not None:
-            coordinator.cancel()
+        if coordinating is not None:
+            coordinating.cancel()
         for sig in signals:
             loop.remove_signal_handler(sig)
             signal.signal(sig, before[sig])  # asyncio would leave the default
@@ -368,6 +419,8 @@ async def run_cluster(
         await cluster.shutdown()
     report = analyse(cluster.topology, run_dir)
     report.interrupted = interrupted.is_set()
+    if drain is not None and drain.stopped:
+        report.record_stopped(drain.stopped, drain.received, check_run(cluster.topology, run_dir))
     (run_dir / "telemetry" / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     print(report.describe(), file=sys.stderr)
     if report_to is not None:

@@ -2,7 +2,15 @@
 directory: per fault, detection time (fault to the secondary's verdict),
 recovery time (verdict to the new primary reproducing the old primary's
 output) and the sink's output gap; per protected stage, bandwidth
-overhead = backup bytes / main bytes on the edges into it."""
+overhead = backup bytes / main bytes on the edges into it.
+
+A fault comes from one of three places: the launcher's own injections
+(``faults.json``), the nemesis's history (``nemesis.jsonl``: the exact
+moment of an external fault), or the launcher's observation of an exit or
+freeze nobody announced (its ``process_exited`` / ``process_frozen``
+events; the observed moment, within the launcher's 20 ms polling, stands in
+for the fault's). An observation the nemesis explains is not counted twice.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +27,9 @@ from semiactive.topology import Topology
 @dataclass
 class FaultResult:
     node: str
-    kind: str
-    at: float
+    kind: str  # kill, stop (injected); exit, freeze (observed, cause unknown)
+    at: float  # seconds after t0
+    origin: str = "launcher"  # launcher, nemesis, observed
     detected_by: str | None = None
     detection_ms: float | None = None
     recovery_ms: float | None = None
@@ -46,10 +55,34 @@ class RunReport:
     emitted: dict[str, int] = field(default_factory=dict)
     bandwidth_window: str = "whole run"
     interrupted: bool = False  # Ctrl-C or SIGTERM ended the run early (drained)
+    # Stages a failure stopped for good: reason, what each consumer received
+    # from them (last seq per edge), and per sink the rows of the reference
+    # it lacks (a loss) and whether what it has is the reference's prefix.
+    stopped: list[dict[str, Any]] = field(default_factory=list)
+    lost: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def record_stopped(
+        self, stopped: list[Any], received: dict[str, dict[str, int]], checks: list[Any]
+    ) -> None:
+        self.stopped = [
+            {"stage": s.stage, "reason": s.reason, "consumers_received": received.get(s.stage, {})}
+            for s in stopped
+        ]
+        for check in checks:
+            self.lost[check.sink] = {
+                "expected": check.expected,
+                "delivered": check.delivered,
+                "missing": len(check.missing),
+                "duplicated": len(check.duplicated),
+                "wrong": len(check.wrong) + check.out_of_order,
+                "prefix": check.is_prefix,
+            }
 
     def to_json(self) -> dict[str, Any]:
         return {
             "interrupted": self.interrupted,
+            "stopped": self.stopped,
+            "lost": self.lost,
             "emitted": self.emitted,
             "sinks": self.sinks,
             "faults": [asdict(f) for f in self.faults],
@@ -67,7 +100,8 @@ class RunReport:
             )
             lines.append(f"{name}: {data.get('delivered', 0):,} rows{latency}")
         for f in self.faults:
-            parts = [f"{f.kind} {f.node} at {f.at:g} s"]
+            by = {"nemesis": " (nemesis)", "observed": " (seen by the launcher)"}.get(f.origin, "")
+            parts = [f"{f.kind} {f.node} at {f.at:.2f} s{by}"]
             if f.detection_ms is not None:
                 parts.append(f"detected by {f.detected_by} after {f.detection_ms:.0f} ms")
             if f.recovery_ms is not None:
@@ -80,6 +114,16 @@ class RunReport:
             lines.append(
                 f"{b.stage}: main {b.main_bytes / 1e3:,.1f} kB, backup {b.backup_bytes / 1e3:,.1f} kB, "
                 f"overhead {overhead} ({self.bandwidth_window})"
+            )
+        for st in self.stopped:
+            got = ", ".join(f"{edge} {seq:,} rows" for edge, seq in st["consumers_received"].items())
+            got = got or "nothing (none alive)"
+            lines.append(f"STOPPED {st['stage']}: {st['reason']}; its consumers received: {got}")
+        for sink, loss in self.lost.items():
+            shape = "a prefix of the reference" if loss["prefix"] else "NOT a prefix of the reference"
+            lines.append(
+                f"LOST at {sink}: {loss['missing']:,} of {loss['expected']:,} reference rows missing; "
+                f"the {loss['delivered']:,} delivered are {shape}"
             )
         return "\n".join(lines)
 
@@ -104,9 +148,7 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
         (e for path in telemetry.glob("events-*.jsonl") for e in _jsonl(path)), key=lambda e: float(e["t"])
     )
     arrivals = _arrival_times(telemetry)
-    faults_file = telemetry / "faults.json"
-    records = json.loads(faults_file.read_text()) if faults_file.exists() else []
-    injected = [r for r in records if r.get("injected_at") is not None]
+    injected = fault_records(run_dir)
     for i, record in enumerate(injected):
         # A detection belongs to the latest fault of its node before it: a
         # freeze too short to be noticed must not take a later kill's.
@@ -118,11 +160,53 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
     return report
 
 
+OBSERVED = {"process_exited": ("exit", "kill"), "process_frozen": ("freeze", "stop")}
+
+
+def fault_records(run_dir: Path) -> list[dict[str, Any]]:
+    """Every fault of the run, wherever it came from, in time order, as
+    ``{node, kind, at, injected_at, origin}``."""
+    telemetry = run_dir / "telemetry"
+    faults_file = telemetry / "faults.json"
+    launcher = json.loads(faults_file.read_text()) if faults_file.exists() else []
+    records = [{**r, "origin": "launcher"} for r in launcher if r.get("injected_at") is not None]
+    try:
+        t0 = float(json.loads((run_dir / "cluster.json").read_text()).get("t0_unix") or 0.0)
+    except (OSError, ValueError):
+        t0 = 0.0
+    nemesis = [
+        r
+        for r in _jsonl(telemetry / "nemesis.jsonl")
+        if r.get("kind") in ("kill", "stop") and "skipped" not in r
+    ]
+    for r in nemesis:
+        records.append(
+            {"node": r["node"], "kind": r["kind"], "at": float(r["t"]) - t0, "injected_at": float(r["t"])}
+            | {"origin": "nemesis", "pid": r.get("pid")}
+        )
+    for e in _jsonl(telemetry / "events-launcher.jsonl"):
+        if e["event"] not in OBSERVED:
+            continue
+        kind, cause = OBSERVED[e["event"]]
+        explained = any(
+            r.get("pid") == e.get("pid") and r["kind"] == cause and float(r["t"]) <= float(e["t"]) + 0.05
+            for r in nemesis
+        )
+        if not explained:
+            t = float(e["t"])
+            records.append(
+                {"node": e["target"], "kind": kind, "at": t - t0, "injected_at": t, "origin": "observed"}
+            )
+    return sorted(records, key=lambda r: float(r["injected_at"]))
+
+
 def _fault(
     record: dict[str, Any], events: list[dict[str, Any]], arrivals: list[float], until: float
 ) -> FaultResult:
     at = float(record["injected_at"])
-    result = FaultResult(record["node"], record["kind"], float(record["at"]))
+    result = FaultResult(
+        record["node"], record["kind"], float(record["at"]), record.get("origin", "launcher")
+    )
     detected = next(
         (
             e

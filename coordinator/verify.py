@@ -27,6 +27,16 @@ class SinkCheck:
     duplicated: list[int] = field(default_factory=list)
     wrong: list[int] = field(default_factory=list)  # seq present with other content
     out_of_order: int = 0
+    last_seq: int = 0  # the highest seq delivered
+
+    @property
+    def is_prefix(self) -> bool:
+        """What arrived is the reference's beginning: nothing wrong, twice or
+        out of order, and nothing missing before the last row delivered (a
+        run whose stage stopped for good delivers exactly that)."""
+        return not (self.duplicated or self.wrong or self.out_of_order) and all(
+            s > self.last_seq for s in self.missing
+        )
 
     @property
     def ok(self) -> bool:
@@ -124,6 +134,7 @@ def check_run(topology: Topology, run_dir: Path) -> list[SinkCheck]:
             if seq < last:
                 check.out_of_order += 1
             last = seq
+            check.last_seq = max(check.last_seq, seq)
             if expected.get(seq) != rec:
                 check.wrong.append(seq)
         check.missing = [s for s in expected if s not in seen]

@@ -291,7 +291,7 @@ class NodeDaemon:
             # acknowledges the end (it may be gone).
             self.drain_then_exit = True
             self.drain_deadline = time.monotonic() + DRAIN_LIMIT_S
-            if self.finished or self.role in ("spare", "secondary"):
+            if self.role in ("spare", "secondary") or (self.finished and self.sink is None):
                 self.exit.set()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -376,20 +376,26 @@ class NodeDaemon:
 
     async def _watch(self) -> None:
         """Report finishing once; exit when asked to once drained."""
-        reported = False
+        finished_at: float | None = None
         last_summary = time.monotonic()
+        # A sink acknowledges every ack interval: it lingers for two after
+        # its end of stream, so that its producer hears that everything
+        # arrived and finishes too (it would wait out the drain limit).
+        linger = 2 * self.topology.config.ack_interval_ms / 1000 if self.sink is not None else 0.0
         while True:
             await asyncio.sleep(0.05)
-            if time.monotonic() - last_summary > 0.5:
-                last_summary = time.monotonic()
+            now = time.monotonic()
+            if now - last_summary > 0.5:
+                last_summary = now
                 self._write_summary()  # a killed node leaves its last counts
                 self._sample_bytes()
-            if self.finished and not reported:
-                reported = True
+            if self.finished and finished_at is None:
+                finished_at = now
                 log.info("%s finished: end of stream delivered", self.name)
                 self._write_summary()
+            drained = finished_at is not None and now - finished_at >= linger
             if self.drain_then_exit and (
-                self.finished or self.role in ("spare", "secondary") or time.monotonic() > self.drain_deadline
+                drained or self.role in ("spare", "secondary") or now > self.drain_deadline
             ):
                 self.exit.set()
 

@@ -15,8 +15,12 @@ from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
 
 # Set by ``cluster up`` for the nodes it starts: the launcher's pid. Such a
-# node stops when its launcher is gone (killed without cleaning up), instead
-# of running on as an orphan holding ports.
+# node ends the run when its launcher is gone (killed without cleaning up),
+# instead of running on as an orphan holding ports: sources stop, every
+# primary delivers what it holds and its end of stream, sinks close their
+# output, and each process exits (secondaries and spares at once). Nothing a
+# surviving replica held is lost, but failures during that drain are not
+# covered: no coordinator re-protects and no process is restarted.
 LAUNCHER_PID_ENV = "SEMIACTIVE_LAUNCHER_PID"
 LAUNCHER_CHECK_S = 0.5
 
@@ -87,8 +91,8 @@ def run_node(
     async def watch_launcher(pid: int) -> None:
         while os.getppid() == pid:
             await asyncio.sleep(LAUNCHER_CHECK_S)
-        logging.getLogger(__name__).warning("the launcher (pid %d) is gone: stopping", pid)
-        daemon.stop(True, True)
+        logging.getLogger(__name__).warning("the launcher (pid %d) is gone: draining, then stopping", pid)
+        daemon.stop(True, False)
 
     async def main() -> int:
         loop = asyncio.get_running_loop()

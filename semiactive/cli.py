@@ -90,6 +90,28 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also kill both replicas of a stage together (a spare rebuilds it)",
     )
+    chaos.add_argument(
+        "--injector",
+        choices=["nemesis", "launcher"],
+        default="nemesis",
+        help="who sends the signals: a separate nemesis process (default) or the launcher itself",
+    )
+
+    nemesis = sub.add_parser(
+        "nemesis", help="inject faults into a running cluster from outside (knows only cluster.json)"
+    )
+    nemesis.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory of `cluster up`")
+    nemesis.add_argument(
+        "--kill",
+        action="append",
+        default=[],
+        metavar="NODE@SECONDS",
+        help="SIGKILL NODE (or `launcher`) SECONDS after the run's start",
+    )
+    nemesis.add_argument(
+        "--stop", action="append", default=[], metavar="NODE@SECONDS:DURATION", help="SIGSTOP, then SIGCONT"
+    )
+    nemesis.add_argument("--plan", type=Path, help="JSON list of faults (node, kind, at, duration)")
 
     demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
@@ -147,7 +169,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         from coordinator.chaos import run_chaos
 
         out = args.out or Path("runs") / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
-        return run_chaos(args.config, args.runs, args.seed, args.duration, out, args.both_replicas)
+        return run_chaos(
+            args.config, args.runs, args.seed, args.duration, out, args.both_replicas, args.injector
+        )
+    if args.command == "nemesis":
+        from coordinator.nemesis import NemesisError, run_nemesis
+
+        try:
+            return run_nemesis(args.run_dir, args.kill, args.stop, args.plan)
+        except NemesisError as exc:
+            print(f"semiactive nemesis: {exc}", file=sys.stderr)
+            return 1
     if args.command == "demo":
         from coordinator.demo import run_demo
 

@@ -4,6 +4,8 @@ sink against the failure-free reference."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 from coordinator.report import analyse
 from coordinator.verify import check_run
 from semiactive import config, topology
-from tests.processes import assert_no_processes, chain_config, semiactive, write_config
+from tests.processes import ROOT, assert_no_processes, chain_config, semiactive, write_config
 
 SELECTION = [
     "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 100",
@@ -89,3 +91,44 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
     for path in (run_dir / "telemetry").glob("events-*.jsonl"):
         out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return sorted(out, key=lambda e: float(e["t"]))
+
+
+def start_launcher(config_path: Path, run_dir: Path, duration: float) -> subprocess.Popen[str]:
+    """``cluster up`` in the background, told of no fault."""
+    command = ["cluster", "up", str(config_path), "--duration", str(duration), "--run-dir", str(run_dir)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "semiactive", *command, "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def finish(launcher: subprocess.Popen[str], run_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Wait for the launcher's end (kill it past 3 minutes); nothing may be
+    left running."""
+    try:
+        out, err = launcher.communicate(timeout=180)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate()
+        assert_no_processes(str(run_dir))
+    return subprocess.CompletedProcess(launcher.args, launcher.returncode, out, err)
+
+
+def run_with_nemesis(
+    config_path: Path, run_dir: Path, *faults: str, duration: float = 5.0
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``cluster up`` told of no fault, and ``semiactive nemesis`` with
+    ``faults`` (``--kill node-2@1.5``, ...) as a separate process that knows
+    only the run's ``cluster.json``. Returns the launcher's result and its
+    report."""
+    launcher = start_launcher(config_path, run_dir, duration)
+    try:
+        nemesis = semiactive("nemesis", str(run_dir), *faults, timeout=120)
+    finally:
+        result = finish(launcher, run_dir)
+    assert nemesis.returncode == 0, nemesis.stderr
+    return result, json.loads((run_dir / "telemetry" / "report.json").read_text())

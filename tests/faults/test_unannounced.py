@@ -1,0 +1,144 @@
+"""Failures nobody announced: the launcher is told of no fault. A separate
+nemesis process (or this test itself) sends real signals to pids it reads
+from ``cluster.json``, at random moments; the launcher learns of each fault
+only by observing it, and the run must survive it as an injected one."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coordinator.verify import check_run
+from semiactive import config, topology
+from tests.faults.harness import AGGREGATE, events, finish, protected_chain, run_with_nemesis, start_launcher
+from tests.processes import processes_mentioning, read_jsonl, semiactive
+
+pytestmark = pytest.mark.slow
+
+RANDOM = random.Random(20261123)
+
+
+def _assert_exact(config_path: Path, run_dir: Path, stderr: str) -> None:
+    for check in check_run(topology.resolve(config.load(config_path)), run_dir):
+        assert check.ok, check.describe() + "\n" + stderr
+        assert check.delivered > 0
+
+
+def test_sigkill_the_protected_primary_then_its_new_primary(tmp_path: Path) -> None:
+    """Both kills from outside, at random moments; the second one hits the
+    secondary that took over (or the spare, if it was faster): every row
+    delivered once, in order, and the run exits 0."""
+    config_path = protected_chain(tmp_path, AGGREGATE)
+    first = RANDOM.uniform(1.0, 2.0)
+    second = first + RANDOM.uniform(2.5, 3.0)
+    run_dir = tmp_path / "run"
+    result, report = run_with_nemesis(
+        config_path, run_dir, "--kill", f"node-2@{first:.2f}", "--kill", f"sec-2@{second:.2f}", duration=7
+    )
+    assert result.returncode == 0, result.stderr
+    _assert_exact(config_path, run_dir, result.stderr)
+    faults = report["faults"]
+    assert [(f["node"], f["origin"]) for f in faults] == [("node-2", "nemesis"), ("sec-2", "nemesis")]
+    for fault in faults:
+        assert fault["detection_ms"] is not None and fault["recovery_ms"] is not None, result.stderr
+    takeovers = [
+        e["node"] for e in events(run_dir) if e["event"] == "takeover" and e.get("stage") == "stage-2"
+    ]
+    assert takeovers[0] == "sec-2" and len(takeovers) == 2, takeovers
+    seen = [e for e in events(run_dir) if e["event"] == "process_exited"]
+    assert [e["target"] for e in seen] == ["node-2", "sec-2"]
+
+
+def test_sigstop_the_primary_then_sigcont_after_the_takeover(tmp_path: Path) -> None:
+    config_path = protected_chain(tmp_path, AGGREGATE)
+    at = RANDOM.uniform(1.0, 2.0)
+    run_dir = tmp_path / "run"
+    result, report = run_with_nemesis(config_path, run_dir, "--stop", f"node-2@{at:.2f}:1.5", duration=5)
+    assert result.returncode == 0, result.stderr
+    _assert_exact(config_path, run_dir, result.stderr)
+    ran = events(run_dir)
+    assert any(e["event"] == "takeover" and e["node"] == "sec-2" for e in ran), result.stderr
+    assert any(e["event"] == "fenced" and e["node"] == "node-2" for e in ran), result.stderr
+    observed = [e["event"] for e in ran if e["node"] == "launcher"]
+    assert observed[:2] == ["process_frozen", "process_resumed"], observed
+    (fault,) = report["faults"]
+    assert (fault["kind"], fault["origin"]) == ("stop", "nemesis")
+    assert fault["detection_ms"] is not None
+
+
+def test_an_unprotected_stage_killed_from_outside_stops_the_run_with_a_report(tmp_path: Path) -> None:
+    """stage-2 has no secondary. Killed by a plain ``kill -9`` from this
+    test (no nemesis, no record of it anywhere): the rest runs on to the
+    end, the drain delivers every row stage-3 held, and the run exits 1
+    naming the stage and the loss."""
+    config_path = protected_chain(tmp_path, AGGREGATE)
+    doc = yaml.safe_load(config_path.read_text())
+    del doc["stages"][1]["ha"]
+    config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run_dir = tmp_path / "run"
+    launcher = start_launcher(config_path, run_dir, duration=5)
+    try:
+        os.kill(_pid_when_started(run_dir, "node-2", after=RANDOM.uniform(1.0, 2.5)), signal.SIGKILL)
+    finally:
+        result = finish(launcher, run_dir)
+    err = result.stderr
+    assert result.returncode == 1, err
+    assert "stage stage-2 stopped: unprotected" in err and "LOST at sink" in err
+    report = json.loads((run_dir / "telemetry" / "report.json").read_text())
+    (stopped,) = report["stopped"]
+    assert stopped["stage"] == "stage-2"
+    assert stopped["consumers_received"]["stage-2->stage-3"] > 0
+    loss = report["lost"]["sink"]
+    assert loss["prefix"] and loss["missing"] > 0 and loss["duplicated"] == 0, loss
+    # Every row stage-3 produced (it survived) reached the sink.
+    delivered = len(read_jsonl(run_dir / "sink" / "sink.jsonl"))
+    summary = json.loads((run_dir / "telemetry" / "node-3.summary.json").read_text())
+    assert delivered == summary["tuples_out"] == loss["delivered"] > 0
+    (fault,) = report["faults"]
+    assert (fault["node"], fault["kind"], fault["origin"]) == ("node-2", "exit", "observed")
+
+
+def _pid_when_started(run_dir: Path, node: str, after: float) -> int:
+    """The pid of ``node`` once the run has been going for ``after`` seconds."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            doc = json.loads((run_dir / "cluster.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            doc = {}
+        t0 = doc.get("t0_unix")
+        if t0 and time.time() >= t0 + after:
+            return int(next(p["pid"] for p in doc["processes"] if p["name"] == node))
+        time.sleep(0.02)
+    raise AssertionError("the run never started")
+
+
+def test_sigkill_of_the_launcher_itself_ends_the_run_cleanly(tmp_path: Path) -> None:
+    """The launcher (and the coordinator in it) killed by the nemesis: the
+    nodes notice, drain (sources stop, every primary delivers what it holds
+    and its end of stream) and exit on their own; the sink has exactly the
+    reference of what the source emitted."""
+    config_path = protected_chain(tmp_path, AGGREGATE)
+    run_dir = tmp_path / "run"
+    launcher = start_launcher(config_path, run_dir, duration=60)
+    try:
+        nemesis = semiactive("nemesis", str(run_dir), "--kill", f"launcher@{RANDOM.uniform(1.5, 2.5):.2f}")
+        assert nemesis.returncode == 0, nemesis.stderr
+        assert launcher.wait(timeout=30) == -signal.SIGKILL
+        started = time.monotonic()
+        while processes_mentioning(str(run_dir)) and time.monotonic() - started < 20:
+            time.sleep(0.05)
+        ended_in = time.monotonic() - started
+    finally:
+        finish(launcher, run_dir)
+    assert ended_in < 15, f"nodes took {ended_in:.1f} s to end the run"
+    _assert_exact(config_path, run_dir, "")
+    logs = (run_dir / "logs" / "sink.log").read_text()
+    assert "the launcher" in logs and "is gone: draining" in logs
