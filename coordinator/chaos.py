@@ -108,7 +108,7 @@ def run_chaos(
         "injector": injector,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    lost = duplicated = wrong = failed = injected = 0
+    lost = duplicated = wrong = failed = injected = crashed = 0
     recoveries: list[float] = []
     detections: list[float] = []
     started = time.monotonic()
@@ -130,24 +130,29 @@ def run_chaos(
         run_dup = sum(len(c.duplicated) for c in checks)
         run_wrong = sum(len(c.wrong) + c.out_of_order for c in checks)
         lost, duplicated, wrong = lost + run_lost, duplicated + run_dup, wrong + run_wrong
-        failed += code != 0
         faults_seen = reports[0].faults if reports else []
-        injected += len(faults_seen)
+        # An exit or freeze nobody injected is one of our processes failing on its own.
+        run_crashed = sum(f.origin == "observed" for f in faults_seen)
+        crashed += run_crashed
+        failed += code != 0 or run_crashed > 0
+        injected += len(faults_seen) - run_crashed
         for f in faults_seen:
             if f.recovery_ms is not None:
                 recoveries.append(f.recovery_ms)
             if f.detection_ms is not None:
                 detections.append(f.detection_ms)
         what = ", ".join(f.describe() for f in faults)
-        verdict = "ok" if not (run_lost or run_dup or run_wrong or code) else "FAILED"
+        verdict = "ok" if not (run_lost or run_dup or run_wrong or code or run_crashed) else "FAILED"
         eta = (time.monotonic() - started) / (i + 1) * (runs - i - 1)
+        own = f", {run_crashed} exit(s) nobody injected" if run_crashed else ""
         print(
-            f"[{i + 1}/{runs}] {what}: lost {run_lost}, duplicated {run_dup}, wrong {run_wrong}, "
+            f"[{i + 1}/{runs}] {what}: lost {run_lost}, duplicated {run_dup}, wrong {run_wrong}{own}, "
             f"exit {code} -> {verdict}  (about {eta:.0f} s left)",
             file=sys.stderr,
         )
     ran = f"{done}" if done == runs else f"{done} of {runs}"
     print(f"runs: {ran} ({injector}), faults injected: {injected}, failed runs: {failed}")
+    print(f"exits and freezes nobody injected: {crashed}")
     print(f"lost: {lost}, duplicated: {duplicated}, wrong or out of order: {wrong}")
     print(f"detection: {_percentiles(detections)}")
     print(f"recovery after detection: {_percentiles(recoveries)}")
