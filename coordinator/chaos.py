@@ -134,7 +134,9 @@ def run_chaos(
         # An exit or freeze nobody injected is one of our processes failing on its own.
         run_crashed = sum(f.origin == "observed" for f in faults_seen)
         crashed += run_crashed
-        failed += code != 0 or run_crashed > 0
+        errors = len(reports[0].coordinator_errors) if reports else 0
+        run_failed = bool(run_lost or run_dup or run_wrong or code or run_crashed or errors)
+        failed += run_failed
         injected += len(faults_seen) - run_crashed
         for f in faults_seen:
             if f.recovery_ms is not None:
@@ -142,9 +144,10 @@ def run_chaos(
             if f.detection_ms is not None:
                 detections.append(f.detection_ms)
         what = ", ".join(f.describe() for f in faults)
-        verdict = "ok" if not (run_lost or run_dup or run_wrong or code or run_crashed) else "FAILED"
+        verdict = "FAILED" if run_failed else "ok"
         eta = (time.monotonic() - started) / (i + 1) * (runs - i - 1)
         own = f", {run_crashed} exit(s) nobody injected" if run_crashed else ""
+        own += f", {errors} coordinator error(s)" if errors else ""
         print(
             f"[{i + 1}/{runs}] {what}: lost {run_lost}, duplicated {run_dup}, wrong {run_wrong}{own}, "
             f"exit {code} -> {verdict}  (about {eta:.0f} s left)",

@@ -101,7 +101,7 @@ def run_sweep(
             reports: list[RunReport] = []
             fault = Fault(node, float(at), FaultKind.KILL)
             try:
-                asyncio.run(
+                code = asyncio.run(
                     run_cluster(
                         str(cfg_path),
                         duration,
@@ -121,7 +121,7 @@ def run_sweep(
                 print("interrupted: the sweep stops here", file=sys.stderr)
                 interrupted = True
                 break
-            trial = _trial(mode, batch, r, reports[0], checks)
+            trial = _trial(mode, batch, r, reports[0], checks, code, topo.nodes[node].stage)
             trials.append(trial)
             done = len(trials)
             eta = (time.monotonic() - started) / done * (total - done)
@@ -139,14 +139,25 @@ def run_sweep(
     return 0 if all(t.identical for t in trials) else 1
 
 
-def _trial(mode: str, batch: int | None, repeat: int, report: RunReport, checks: list[Any]) -> Trial:
-    bandwidth = report.bandwidth[0] if report.bandwidth else None
+def _trial(
+    mode: str,
+    batch: int | None,
+    repeat: int,
+    report: RunReport,
+    checks: list[Any],
+    code: int,
+    killed_stage: str | None,
+) -> Trial:
+    """One run's figures. The bandwidth is that of the stage whose node was
+    killed; a run counts as identical only if its cluster exited 0, its
+    coordinator never failed, and every sink equals a non-empty reference."""
+    bandwidth = next((b for b in report.bandwidth if b.stage == killed_stage), None)
     fault = report.faults[0] if report.faults else None
     return Trial(
         mode=mode,
         batch_size=batch,
         repeat=repeat,
-        identical=all(c.ok for c in checks),
+        identical=code == 0 and not report.coordinator_errors and all(c.ok for c in checks),
         overhead=bandwidth.overhead if bandwidth else None,
         detection_ms=fault.detection_ms if fault else None,
         recovery_ms=fault.recovery_ms if fault else None,

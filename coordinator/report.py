@@ -14,6 +14,7 @@ for the fault's). An observation the nemesis explains is not counted twice.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -60,6 +61,9 @@ class RunReport:
     # it lacks (a loss) and whether what it has is the reference's prefix.
     stopped: list[dict[str, Any]] = field(default_factory=list)
     lost: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The coordinator's own failures (a step that raised): a run with any is
+    # not a clean run, whatever its sinks received.
+    coordinator_errors: list[str] = field(default_factory=list)
 
     def record_stopped(
         self, stopped: list[Any], received: dict[str, dict[str, int]], checks: list[Any]
@@ -83,6 +87,7 @@ class RunReport:
             "interrupted": self.interrupted,
             "stopped": self.stopped,
             "lost": self.lost,
+            "coordinator_errors": self.coordinator_errors,
             "emitted": self.emitted,
             "sinks": self.sinks,
             "faults": [asdict(f) for f in self.faults],
@@ -115,6 +120,8 @@ class RunReport:
                 f"{b.stage}: main {b.main_bytes / 1e3:,.1f} kB, backup {b.backup_bytes / 1e3:,.1f} kB, "
                 f"overhead {overhead} ({self.bandwidth_window})"
             )
+        for error in self.coordinator_errors:
+            lines.append(f"COORDINATOR ERROR: {error}")
         for st in self.stopped:
             got = ", ".join(f"{edge} {seq:,} rows" for edge, seq in st["consumers_received"].items())
             got = got or "nothing (none alive)"
@@ -147,13 +154,16 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
     events = sorted(
         (e for path in telemetry.glob("events-*.jsonl") for e in _jsonl(path)), key=lambda e: float(e["t"])
     )
+    report.coordinator_errors = [str(e.get("error", "")) for e in events if e["event"] == "coordinator_error"]
     arrivals = _arrival_times(telemetry)
+    emitted_until = _emission_end(run_dir)
     injected = fault_records(run_dir)
     for i, record in enumerate(injected):
         # A detection belongs to the latest fault of its node before it: a
         # freeze too short to be noticed must not take a later kill's.
         later = [float(r["injected_at"]) for r in injected[i + 1 :] if r["node"] == record["node"]]
-        report.faults.append(_fault(record, events, arrivals, until=min(later, default=math.inf)))
+        until = min(later, default=math.inf)
+        report.faults.append(_fault(record, events, arrivals, until, emitted_until))
     first_fault = min((float(r["injected_at"]) for r in injected), default=None)
     report.bandwidth = _bandwidth(topology, telemetry, until=first_fault)
     report.bandwidth_window = "before the first fault" if first_fault is not None else "whole run"
@@ -200,8 +210,23 @@ def fault_records(run_dir: Path) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: float(r["injected_at"]))
 
 
+def _emission_end(run_dir: Path) -> float | None:
+    """Wall time at which the last source stopped emitting (t0 + its final
+    watermark, event time being milliseconds since t0)."""
+    ends = []
+    for path in (run_dir / "sources").glob("*.end.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            end = json.loads(path.read_text())
+            ends.append(float(end["t0"]) + float(end["watermark"]) / 1000)
+    return max(ends, default=None)
+
+
 def _fault(
-    record: dict[str, Any], events: list[dict[str, Any]], arrivals: list[float], until: float
+    record: dict[str, Any],
+    events: list[dict[str, Any]],
+    arrivals: list[float],
+    until: float,
+    emitted_until: float | None,
 ) -> FaultResult:
     at = float(record["injected_at"])
     result = FaultResult(
@@ -232,8 +257,12 @@ def _fault(
             result.recovery_ms = float(recovered["recovery_ms"])
     window = [t for t in arrivals if at - 0.001 <= t <= at + 10]
     before = [t for t in arrivals if t < at]
-    if window:
-        points = ([before[-1]] if before else []) + window
+    points = ([before[-1]] if before else []) + window
+    # Silence after the last row counts too, up to when the sources stopped:
+    # a sink that never hears from the stage again has a gap, not none.
+    if emitted_until is not None and points and emitted_until > points[-1]:
+        points.append(min(emitted_until, at + 10))
+    if window or len(points) > 1:
         result.sink_gap_ms = max((b - a for a, b in itertools.pairwise(points)), default=0.0) * 1000
     return result
 

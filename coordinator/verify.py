@@ -40,13 +40,19 @@ class SinkCheck:
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.duplicated or self.wrong or self.out_of_order) and (
-            self.expected == self.delivered
+        """Identical to the reference; an empty run proves nothing and is
+        never called identical."""
+        return (
+            not (self.missing or self.duplicated or self.wrong or self.out_of_order)
+            and self.expected == self.delivered
+            and self.expected > 0
         )
 
     def describe(self) -> str:
         if self.ok:
             return f"{self.sink}: {self.delivered:,} rows, identical to the reference"
+        if self.expected == self.delivered == 0:
+            return f"{self.sink}: empty (nothing expected, nothing delivered): proves nothing"
         parts = [f"{self.sink}: expected {self.expected:,}, delivered {self.delivered:,}"]
         for name in ("missing", "duplicated", "wrong"):
             seqs = getattr(self, name)

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,11 +169,19 @@ def victim() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", "--name", "node-9"], start_new_session=True
     )
+    _until(lambda: runs(proc.pid, "node-9"))  # exec'd
     yield proc
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGCONT)
         proc.kill()
     proc.wait()
+
+
+def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
 
 
 def _cluster_json(run_dir: Path, pid: int) -> None:
@@ -215,9 +223,10 @@ def test_the_nemesis_freezes_resumes_and_kills_and_the_watch_sees_it(
     nemesis = Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.STOP, 0.3)])
     nemesis.wait_for_start()
     nemesis.inject(nemesis.plan[0])
-    assert process_state(victim.pid) == "T"
+    _until(lambda: process_state(victim.pid) == "T")  # signals arrive asynchronously
     assert watch.observe(watched) == [] and watch.frozen(victim.pid)
     nemesis._sleep_until(None)  # the SIGCONT falls due
+    _until(lambda: process_state(victim.pid) != "T")
     watch.observe(watched)
     assert not watch.frozen(victim.pid)
     nemesis.inject(Fault("node-9", 0.0, FaultKind.KILL))

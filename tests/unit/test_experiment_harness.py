@@ -1,0 +1,69 @@
+"""The experiment harness's judgement of a run (issue: its known flaws):
+the sink gap counts the silence after the last row, an empty run is never
+identical, a run's overhead is the killed stage's, and a cluster that
+exited non-zero or a coordinator that failed make a run not identical."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from coordinator.experiments import _trial
+from coordinator.report import RunReport, StageBandwidth, analyse
+from coordinator.verify import SinkCheck
+from semiactive import config, topology
+from tests.processes import ROOT
+
+T0 = 1_800_000_000.0
+
+
+def _run_dir(tmp_path: Path, arrivals: list[float], emitted_until_s: float) -> Path:
+    telemetry = tmp_path / "telemetry"
+    telemetry.mkdir()
+    (tmp_path / "sources").mkdir()
+    (tmp_path / "cluster.json").write_text(json.dumps({"t0_unix": T0}))
+    end = {"t0": T0, "watermark": int(emitted_until_s * 1000), "count": 1}
+    (tmp_path / "sources" / "node-0.end.json").write_text(json.dumps(end))
+    (telemetry / "faults.json").write_text(
+        json.dumps([{"node": "node-2", "kind": "kill", "at": 2.0, "injected_at": T0 + 2.0}])
+    )
+    (telemetry / "sink.arrivals").write_text("".join(f"{T0 + t:.4f} 1 1\n" for t in arrivals))
+    (telemetry / "events-coordinator.jsonl").write_text(
+        json.dumps({"t": T0 + 3, "node": "coordinator", "event": "coordinator_error", "error": "boom"}) + "\n"
+    )
+    return tmp_path
+
+
+def _topology() -> topology.Topology:
+    return topology.resolve(config.load(str(ROOT / "examples" / "paper-chain-ha.yaml")))
+
+
+def test_the_silence_after_the_last_row_is_a_gap(tmp_path: Path) -> None:
+    # Rows every 10 ms until 2.0 s, then never again while the source emits until 5 s.
+    run_dir = _run_dir(tmp_path, [i / 100 for i in range(1, 201)], emitted_until_s=5.0)
+    report = analyse(_topology(), run_dir)
+    (fault,) = report.faults
+    assert fault.sink_gap_ms is not None and round(fault.sink_gap_ms) == 3000
+    assert report.coordinator_errors == ["boom"]
+
+
+def test_rows_until_the_end_leave_only_the_real_gap(tmp_path: Path) -> None:
+    times = [i / 100 for i in range(1, 201)] + [2.05 + i / 100 for i in range(300)]
+    report = analyse(_topology(), _run_dir(tmp_path, times, emitted_until_s=5.0))
+    assert round(report.faults[0].sink_gap_ms or 0) == 50
+
+
+def test_an_empty_run_is_never_identical() -> None:
+    assert not SinkCheck("sink", expected=0, delivered=0).ok
+    assert "proves nothing" in SinkCheck("sink", expected=0, delivered=0).describe()
+    assert SinkCheck("sink", expected=3, delivered=3).ok
+
+
+def test_a_trial_takes_the_killed_stages_overhead_and_fails_on_exit_status_and_coordinator_errors() -> None:
+    report = RunReport(bandwidth=[StageBandwidth("select-1", 100, 100), StageBandwidth("select-2", 100, 10)])
+    ok = [SinkCheck("sink", expected=3, delivered=3)]
+    trial = _trial("sas", 100, 0, report, ok, code=0, killed_stage="select-2")
+    assert trial.overhead == 0.1 and trial.identical
+    assert not _trial("sas", 100, 0, report, ok, code=1, killed_stage="select-2").identical
+    report.coordinator_errors = ["boom"]
+    assert not _trial("sas", 100, 0, report, ok, code=0, killed_stage="select-2").identical
