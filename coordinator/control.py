@@ -1,165 +1,249 @@
-"""The coordinator's control loop during a run (ha-protocol.md, Failover 5).
+"""The coordinator's decisions (ha-protocol.md, Failover 5), from what the
+nodes report. No I/O: :mod:`coordinator.service` is the gRPC shell.
 
 Failover itself is decentralised: the secondary detects, takes over and
-broadcasts its view. The coordinator then does what needs a global picture:
+broadcasts its view. The coordinator does what needs a global picture:
 
-- converge views: any node holding an older view of a stage is told the
-  newest one (a primary that was frozen learns it was replaced);
-- re-protect: a protected stage left without a live secondary gets a spare
-  as its new secondary, which bootstraps from its producers' retained logs
-  (and takes over if the primary is gone too);
-- replace machines: a node that died is restarted, empty, as a spare.
+- converge views: a node that reports an older view of a stage is answered
+  with the newest one (a primary that was frozen learns it was replaced);
+- re-protect: a protected stage left without a secondary that serves it
+  gets a spare as its new secondary, which bootstraps from its producers'
+  retained logs (and takes over if the primary is gone too).
+
+Everything it knows comes from the nodes' reports (role, stage, views) and
+from probes of nodes that stopped reporting: a port that refuses
+connections is a dead process (DOWN); one that accepts them belongs to a
+process that is alive but not answering (SILENT: frozen, or busy taking
+over), which is never replaced, since a second node taking over the same
+stage would claim the same epoch. A coordinator restarted from nothing
+rebuilds all of this from the next round of reports; it decides nothing
+until it has heard from the cluster for a moment.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import time
-from typing import TYPE_CHECKING
-
-import grpc
+import enum
+from dataclasses import dataclass, field
 
 from ha.views import StageView
 from node.events import EventLog
-from node.messages import view_from_pb, view_to_pb
+from node.messages import view_from_pb
+from semiactive.topology import Topology
+from semiactive.wire import control_pb2 as cpb
+from semiactive.wire import coordinator_pb2 as cdpb
 
-if TYPE_CHECKING:
-    from coordinator.launcher import Cluster
+REPORT_INTERVAL_S = 0.1
+# No report for this long: the node is probed (refused: down; open: silent).
+SILENCE_S = 0.35
+# A coordinator (re)started decides nothing before it has heard reports for this long.
+WARMUP_S = 0.5
+# A node never heard from may still be starting (a refused port proves
+# nothing then): it is taken for down only this long after the coordinator
+# started. A node that died while the coordinator was down is therefore
+# replaced this late after a coordinator restart.
+NEVER_REPORTED_GRACE_S = 10.0
 
-log = logging.getLogger(__name__)
 
-RESTART_DELAY_S = 0.5
+class Liveness(enum.StrEnum):
+    UP = "up"
+    SILENT = "silent"
+    DOWN = "down"
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class NodeRecord:
+    """What the coordinator knows of one node."""
+
+    name: str
+    address: str
+    role: str = ""
+    stage: str = ""
+    held: dict[str, StageView] = field(default_factory=dict)
+    reported_at: float | None = None
+    port_open: bool | None = None  # the last probe's answer, while silent
+    status: cpb.NodeStatus | None = None
 
 
 class Coordinator:
-    def __init__(self, cluster: Cluster, reprotect: bool = True, period: float = 0.1) -> None:
-        self.cluster = cluster
+    def __init__(
+        self,
+        topology: Topology,
+        addresses: dict[str, str],
+        events: EventLog,
+        now: float,
+        reprotect: bool = True,
+    ) -> None:
+        self.topology = topology
+        self.events = events
         self.reprotect = reprotect
-        self.period = period
-        self.events = EventLog("coordinator", cluster.run_dir)
-        # What each node said it is and serves in its last status; a
-        # replacement machine restarted under a dead node's name is a spare
-        # even where a view still names it.
-        self.roles: dict[str, str] = {}
-        self.serving: dict[str, str] = {}
+        self.started = now
+        self.nodes = {name: NodeRecord(name, address) for name, address in addresses.items()}
         self.views: dict[str, StageView] = {}
-        self.died_at: dict[str, float] = {}
-        # When a live primary (or source, sink) of each stage was last seen.
+        # When a live primary (or source, sink) of each stage was last reported.
         self.served_at: dict[str, float] = {}
-        self.started = time.monotonic()
+        # Rows per backup batch into each SAS stage.
+        self.batch_sizes = {
+            s.name: s.config.ha.batch_size
+            for s in topology.stages.values()
+            if s.config is not None and s.config.ha.mode == "sas"
+        }
 
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(self.period)
-            try:
-                await self.step()
-            except grpc.aio.AioRpcError:
-                continue
-            except Exception as exc:  # keep coordinating; say what went wrong
-                log.exception("coordinator step failed")
-                self.events.emit("coordinator_error", error=repr(exc))
+    # -- what the nodes say -------------------------------------------------------------
 
-    async def step(self) -> None:
-        cluster = self.cluster
-        alive = [p for p in cluster.processes.values() if p.alive]
-        statuses = await asyncio.gather(*(cluster.status(p.name, timeout=0.3) for p in alive))
-        held: dict[str, dict[str, StageView]] = {}
-        for p, status in zip(alive, statuses, strict=True):
-            if status is None:
-                continue
-            self.roles[p.name] = status.role
-            self.serving[p.name] = status.stage
-            if status.role in ("primary", "source", "sink") and status.stage:
-                self.served_at[status.stage] = time.monotonic()
-            held[p.name] = {v.stage: view_from_pb(v) for v in status.views}
-            for view in held[p.name].values():
-                current = self.views.get(view.stage)
-                if current is None or (view.epoch, view.version) > (current.epoch, current.version):
-                    self.views[view.stage] = view
-        if self.reprotect:
-            await self._reprotect(held)
-        await self._converge(held)
-        if self.reprotect:
-            self._replace_dead()
+    def check(self, status: cpb.NodeStatus) -> str | None:
+        """Why a report cannot be taken (None: it can): only the config's
+        nodes report, as what they can be."""
+        if status.name not in self.topology.nodes:
+            return f"no node named {status.name!r} in this cluster"
+        if status.stage and status.stage not in self.topology.stages:
+            return f"{status.name} reports serving {status.stage!r}, which is no stage of this cluster"
+        return None
 
-    def unserved_for(self, stage: str) -> float:
-        """Seconds since a live primary of ``stage`` was last seen."""
-        return time.monotonic() - self.served_at.get(stage, self.started)
+    def on_report(self, status: cpb.NodeStatus, address: str, now: float) -> list[StageView]:
+        """A node's report (already :meth:`check`-ed); returns the views it
+        should adopt. Views of unknown stages, or naming unknown nodes, are
+        ignored."""
+        record = self.nodes.get(status.name)
+        if record is None:
+            record = self.nodes[status.name] = NodeRecord(status.name, address)
+        if record.reported_at is None:
+            self.events.emit("registered", target=status.name, role=status.role, address=address)
+        record.address = record.address or address  # the configured address wins over a claimed one
+        record.role, record.stage, record.status = status.role, status.stage, status
+        known = self.topology.nodes
+        record.held = {
+            v.stage: view_from_pb(v)
+            for v in status.views
+            if v.stage in self.topology.stages
+            and v.primary in known
+            and (not v.secondary or v.secondary in known)
+        }
+        record.reported_at, record.port_open = now, None
+        if status.role in ("primary", "source", "sink") and status.stage:
+            self.served_at[status.stage] = now
+        for view in record.held.values():
+            current = self.views.get(view.stage)
+            if current is None or (view.epoch, view.version) > (current.epoch, current.version):
+                self.views[view.stage] = view
+        return self.newer_than_held(record)
 
-    async def _converge(self, held: dict[str, dict[str, StageView]]) -> None:
-        for node, views in held.items():
-            for stage, newest in self.views.items():
-                have = views.get(stage)
-                if have is None or (have.epoch, have.version) < (newest.epoch, newest.version):
-                    await self._tell(node, newest)
+    def newer_than_held(self, record: NodeRecord) -> list[StageView]:
+        out = []
+        for stage, newest in self.views.items():
+            have = record.held.get(stage)
+            if have is None or (have.epoch, have.version) < (newest.epoch, newest.version):
+                out.append(newest)
+        return out
 
-    async def _reprotect(self, held: dict[str, dict[str, StageView]]) -> None:
+    def probed(self, node: str, port_open: bool) -> None:
+        self.nodes[node].port_open = port_open
+
+    def liveness(self, node: str, now: float) -> Liveness:
+        record = self.nodes.get(node)
+        if record is None:
+            return Liveness.UNKNOWN
+        if record.reported_at is not None and now - record.reported_at < SILENCE_S:
+            return Liveness.UP
+        if record.port_open is None:
+            return Liveness.UNKNOWN
+        if record.reported_at is None and now - self.started < NEVER_REPORTED_GRACE_S:
+            return Liveness.UNKNOWN
+        return Liveness.SILENT if record.port_open else Liveness.DOWN
+
+    def to_probe(self, now: float) -> list[str]:
+        """Nodes not heard from lately whose address is known (the shell
+        probes their ports; the others stay UNKNOWN, never taken for dead)."""
+        return [n for n, r in self.nodes.items() if r.address and self.liveness(n, now) is not Liveness.UP]
+
+    def unserved_for(self, stage: str, now: float) -> float:
+        """Seconds since a live primary of ``stage`` was last reported."""
+        return now - self.served_at.get(stage, self.started)
+
+    # -- decisions --------------------------------------------------------------------------
+
+    def step(self, now: float) -> None:
+        if self.reprotect and now - self.started >= WARMUP_S:
+            self._reprotect(now)
+
+    def _reprotect(self, now: float) -> None:
         """Give every protected stage without a serving secondary a spare as
         its secondary. Where the primary is gone too (both replicas lost),
         the spare rebuilds the stage from its producers' retained logs,
         finds the primary gone and takes over (ha-protocol.md, "retained")."""
-        cluster = self.cluster
-        for stage in cluster.topology.stages.values():
+        for stage in self.topology.stages.values():
             if stage.config is None or stage.config.ha.mode == "none":
                 continue
             view = self.views.get(stage.name)
             if view is None:
                 continue
-            # A secondary merely slow to answer may be taking over right now:
-            # only one known to be gone is replaced.
-            if view.secondary is not None and not self._gone(view.secondary, stage.name, held):
+            if view.secondary is not None and not self._gone(view.secondary, view, now):
                 continue
-            # The spare must not be the primary's name: a node restarted
-            # under it would be asked to watch itself.
-            spare = self._free_spare(held, exclude=view.primary)
+            spare = self._free_spare(view, now)
             if spare is None:
                 continue
             new = view.with_secondary(spare)
             self.views[stage.name] = new
-            self.roles[spare] = "secondary"
-            rebuild = not self._serving(view.primary, stage.name, held)
+            rebuild = not self._serving(view.primary, stage.name, now)
             self.events.emit(
                 "assigned", stage=stage.name, secondary=spare, version=new.version, rebuild=rebuild
             )
-            for node in held:
-                await self._tell(node, new)
 
-    def _alive(self, node: str) -> bool:
-        process = self.cluster.processes.get(node)
-        return process is not None and process.alive
+    def _serving(self, node: str, stage: str, now: float) -> bool:
+        return self.liveness(node, now) is Liveness.UP and self.nodes[node].stage == stage
 
-    def _serving(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
-        return self._alive(node) and node in held and self.serving.get(node) == stage
+    def _gone(self, node: str, view: StageView, now: float) -> bool:
+        """Known not to serve ``view``'s stage: down, or up and serving
+        something else although it holds that very view (a node restarted
+        under a replica's name serves nothing; one that has not yet heard
+        of its assignment is not gone)."""
+        live = self.liveness(node, now)
+        if live is Liveness.DOWN:
+            return True
+        if live is not Liveness.UP:
+            return False
+        record = self.nodes[node]
+        held = record.held.get(view.stage)
+        seen = held is not None and (held.epoch, held.version) >= (view.epoch, view.version)
+        return seen and record.stage != view.stage
 
-    def _gone(self, node: str, stage: str, held: dict[str, dict[str, StageView]]) -> bool:
-        """Known not to serve ``stage``: dead, or answering as something
-        else (a node restarted under a replica's name serves nothing)."""
-        return not self._alive(node) or (node in held and self.serving.get(node) != stage)
-
-    def _free_spare(self, held: dict[str, dict[str, StageView]], exclude: str) -> str | None:
-        """A node whose last status said spare and that was not assigned
-        since (roles are set to secondary on assignment)."""
-        for node in sorted(held):
-            if node != exclude and self.roles.get(node) == "spare":
-                return node
+    def _free_spare(self, view: StageView, now: float) -> str | None:
+        """A node reporting itself spare that no newest view names, but for
+        ``view``'s own gone secondary (restarted under its name, it may
+        serve the stage again); never the primary's name (a node restarted
+        under it would be asked to watch itself)."""
+        named = {n for v in self.views.values() if v.stage != view.stage for n in (v.primary, v.secondary)}
+        named.add(view.primary)
+        for node in sorted(self.nodes):
+            record = self.nodes[node]
+            if node in named or record.role != "spare" or self.liveness(node, now) is not Liveness.UP:
+                continue
+            return node
         return None
 
-    async def _tell(self, node: str, view: StageView) -> None:
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            await self.cluster.control(node).UpdateView(view_to_pb(view), timeout=0.5)
+    # -- what `semiactive status` shows ------------------------------------------------------
 
-    def _replace_dead(self) -> None:
-        now = time.monotonic()
-        for p in self.cluster.processes.values():
-            if p.alive or p.popen is None or p.role in ("source", "sink"):
-                continue
-            if p.name not in self.died_at:
-                self.died_at[p.name] = now
-                continue
-            if now - self.died_at[p.name] >= RESTART_DELAY_S:
-                del self.died_at[p.name]
-                self.cluster.restart_as_spare(p)
-                self.roles[p.name] = "starting"
-                self.events.emit("restarted", restarted=p.name, role="spare")
+    def cluster_state(self, now: float) -> cdpb.ClusterStatus:
+        state = cdpb.ClusterStatus(name=self.topology.config.name, uptime_s=now - self.started)
+        for stage in self.topology.stages.values():
+            view = self.views.get(stage.name)
+            mode = stage.config.ha.mode if stage.config is not None else "none"
+            row = state.stages.add(stage=stage.name, role=stage.role, mode=mode)
+            if view is not None:
+                row.primary, row.secondary = view.primary, view.secondary or ""
+                row.epoch, row.version = view.epoch, view.version
+                row.protected = view.secondary is not None and self._serving(view.secondary, stage.name, now)
+            elif stage.role != "stage":
+                row.primary = stage.primary
+            row.batch_size = self.batch_sizes.get(stage.name, 0)
+        for name, record in sorted(self.nodes.items()):
+            age = now - record.reported_at if record.reported_at is not None else -1.0
+            state.nodes.add(
+                name=name,
+                role=record.role,
+                stage=record.stage,
+                liveness=self.liveness(name, now).value,
+                last_report_s=age,
+                address=record.address,
+            )
+        return state

@@ -1,11 +1,13 @@
 """``semiactive cluster up``: every process of a config on this machine.
 
-Allocates loopback ports, starts one ``semiactive node`` process per node
-with its log in ``<run-dir>/logs``, waits until all answer, starts the
-sources at a common t0, shows live throughput, injects the faults asked for
-while the coordinator (:mod:`coordinator.control`) re-protects stages and
-replaces dead nodes, and at the end stops the sources, lets in-flight tuples
-drain to the sinks, and stops every process. Prints detection, recovery and
+Allocates loopback ports, starts the coordinator (``semiactive
+coordinator``, :mod:`coordinator.service`) and one ``semiactive node``
+process per node, with their logs in ``<run-dir>/logs``, waits until all
+answer, starts the sources at a common t0, shows live throughput, injects
+the faults asked for while the coordinator re-protects stages, restarts
+dead processes (a dead node as an empty spare, the coordinator as itself),
+and at the end stops the sources, lets in-flight tuples drain to the
+sinks, and stops every process. Prints detection, recovery and
 bandwidth figures (:mod:`coordinator.report`).
 
 The launcher is the process supervisor: any exit or freeze it did not cause
@@ -29,13 +31,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
-from coordinator.control import Coordinator
 from coordinator.faults import Fault, parse_faults
 from coordinator.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from coordinator.ports import PortAllocator, port_in_use
@@ -51,11 +51,14 @@ from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
+from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 
 READY_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 30.0
 QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
+RESTART_DELAY_S = 0.5  # a replacement machine takes a moment
+COORDINATOR = "coordinator"
 
 
 @dataclass
@@ -113,6 +116,8 @@ class Cluster:
         self.t0 = 0.0
         self.events = EventLog("launcher", run_dir)
         self.watch = ProcessWatch(self.events)
+        self.reprotect = True
+        self.died_at: dict[str, float] = {}
 
     def check_files(self) -> None:
         """Read every file source's data once before anything starts: a bad
@@ -145,6 +150,7 @@ class Cluster:
             else:
                 port, metrics = self.ports.take(), self.ports.take()
             self.processes[name] = Process(name, info.role, info.stage, port, metrics)
+        self.processes[COORDINATOR] = Process(COORDINATOR, COORDINATOR, None, self.ports.take(), 0)
 
     def spawn(self) -> None:
         for sub in ("logs", "sink", "sources", "telemetry"):
@@ -152,28 +158,35 @@ class Cluster:
         endpoints = {
             p.name: {"host": "127.0.0.1", "port": p.port, "metrics_port": p.metrics_port}
             for p in self.processes.values()
+            if p.role != COORDINATOR
         }
         (self.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2))
         for p in self.processes.values():
             self.start_process(p)
         self.write_cluster_json()
 
+    @property
+    def coordinator(self) -> Process:
+        return self.processes[COORDINATOR]
+
+    @property
+    def nodes(self) -> list[Process]:
+        return [p for p in self.processes.values() if p.role != COORDINATOR]
+
     def start_process(self, p: Process, spare: bool = False) -> None:
         out = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
-        cmd = [
-            sys.executable,
-            "-m",
-            "semiactive",
-            "node",
-            "--config",
-            str(self.config_path),
-            "--name",
-            p.name,
-        ]
-        cmd += ["--endpoints", str(self.run_dir / "endpoints.json"), "--run-dir", str(self.run_dir)]
+        cmd = [sys.executable, "-m", "semiactive"]
+        common = ["--config", str(self.config_path), "--endpoints", str(self.run_dir / "endpoints.json")]
+        common += ["--run-dir", str(self.run_dir)]
+        if p.role == COORDINATOR:
+            cmd += ["coordinator", *common, "--listen", p.address]
+            if not self.reprotect:
+                cmd.append("--no-reprotect")
+        else:
+            cmd += ["node", *common, "--name", p.name, "--coordinator", self.coordinator.address]
         if spare:
             cmd.append("--spare")
-        # The node stops if this launcher dies (node/main.py): no orphans.
+        # The process stops if this launcher dies (node/main.py): no orphans.
         env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
         env[LAUNCHER_PID_ENV] = str(os.getpid())
         p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -182,11 +195,28 @@ class Cluster:
             self.channels[p.name] = grpc.aio.insecure_channel(p.address, options=GRPC_OPTIONS)
 
     def restart_as_spare(self, p: Process) -> None:
-        """A replacement machine: the dead node's name and ports, no state."""
+        """A replacement machine: the dead node's name and ports, no state
+        (the coordinator restarts as itself and rebuilds from the reports)."""
         p.expected_exit = False
         p.restarts += 1
-        self.start_process(p, spare=True)
+        self.start_process(p, spare=p.role != COORDINATOR)
         self.write_cluster_json()
+        self.events.emit("restarted", target=p.name, role="spare" if p.role != COORDINATOR else COORDINATOR)
+
+    def restart_dead(self) -> None:
+        """The process supervisor's part: restart, after a moment, every dead
+        process that can be (not sources and sinks: nothing replicates
+        them; nodes only when re-protection is on)."""
+        now = time.monotonic()
+        for p in self.processes.values():
+            if p.alive or p.popen is None or p.role in ("source", "sink"):
+                continue
+            if p.role != COORDINATOR and not self.reprotect:
+                continue
+            died = self.died_at.setdefault(p.name, now)
+            if now - died >= RESTART_DELAY_S:
+                del self.died_at[p.name]
+                self.restart_as_spare(p)
 
     def write_cluster_json(self) -> None:
         doc = {
@@ -231,6 +261,15 @@ class Cluster:
             return ""
         return " | ".join(text[-lines:])
 
+    async def ready(self, p: Process) -> bool:
+        if p.role != COORDINATOR:
+            return await self.status(p.name, timeout=0.5) is not None
+        try:
+            await cdpb_grpc.CoordinatorStub(self.channels[p.name]).ClusterState(pb.Empty(), timeout=0.5)
+        except grpc.aio.AioRpcError:
+            return False
+        return True
+
     async def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         pending = set(self.processes)
@@ -238,7 +277,7 @@ class Cluster:
             for p in self.dead():
                 raise RuntimeError(f"{p.name} exited during start-up: {self.log_tail(p.name)}")
             for name in list(pending):
-                if await self.status(name, timeout=0.5) is not None:
+                if await self.ready(self.processes[name]):
                     pending.discard(name)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(sorted(pending))}")
@@ -248,16 +287,17 @@ class Cluster:
     async def start(self) -> None:
         self.t0 = time.time() + 0.2
         await asyncio.gather(
-            *(self.control(n).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2) for n in self.processes)
+            *(self.control(p.name).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2) for p in self.nodes)
         )
         self.write_cluster_json()
 
     # -- stop ---------------------------------------------------------------------------
 
-    async def drain(self, unserved_for: Callable[[str], float], timeout: float = DRAIN_TIMEOUT_S) -> Drain:
+    async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> Drain:
         """Stop the sources and wait until every sink has everything; or,
         where a stage has stopped for good, until every surviving replica
-        has delivered what it holds and nothing moves any more."""
+        has delivered what it holds and nothing moves any more. Dead
+        processes are still restarted meanwhile."""
         for p in self.processes.values():
             if p.role == "source" and p.alive:
                 with contextlib.suppress(grpc.aio.AioRpcError):
@@ -268,10 +308,20 @@ class Cluster:
         quiet = 0
         stopped: list[Stopped] = []
         statuses: dict[str, cpb.NodeStatus | None] = {}
+        served_at: dict[str, float] = {}
+        started = time.monotonic()
+
+        def unserved_for(stage: str) -> float:
+            return time.monotonic() - served_at.get(stage, started)
+
         while time.monotonic() < deadline:
             self.watch.observe(self.processes.values())
-            alive = [p.name for p in self.processes.values() if p.alive]
+            self.restart_dead()
+            alive = [p.name for p in self.nodes if p.alive]
             statuses = dict(zip(alive, await asyncio.gather(*(self.status(n) for n in alive)), strict=True))
+            for st in statuses.values():
+                if st is not None and st.role in ("primary", "source", "sink"):
+                    served_at[st.stage] = time.monotonic()
             stopped = stopped_stages(self.topology, self.processes, unserved_for)
             if not stopped and all((s := statuses.get(p.name)) is not None and s.finished for p in sinks):
                 return Drain(True, [], {})
@@ -287,7 +337,9 @@ class Cluster:
     async def shutdown(self) -> None:
         for p in self.processes.values():
             p.expected_exit = True
-            if p.alive:
+            if p.role == COORDINATOR and p.popen is not None and p.alive:
+                p.popen.terminate()
+            elif p.alive:
                 with contextlib.suppress(grpc.aio.AioRpcError):
                     await self.control(p.name).Stop(cpb.StopRequest(exit=True, now=True), timeout=1)
         deadline = time.monotonic() + 5
@@ -327,6 +379,7 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
             return
         for seen in cluster.watch.observe(cluster.processes.values()):
             sys.stderr.write(f"\n  t={time.time() - cluster.t0:5.1f}s  {seen.describe()}\n")
+        cluster.restart_dead()
         if show and elapsed >= next_line:
             next_line = elapsed + 1.0
             parts = []
@@ -380,15 +433,12 @@ async def run_cluster(
     for sig in signals:
         loop.add_signal_handler(sig, on_signal)
     code = 0
-    coordinator: Coordinator | None = None
-    coordinating: asyncio.Task[None] | None = None
     drain: Drain | None = None
+    cluster.reprotect = reprotect
     try:
         cluster.spawn()
         await cluster.wait_ready()
         await cluster.start()
-        coordinator = Coordinator(cluster, reprotect=reprotect)
-        coordinating = asyncio.create_task(coordinator.run())
         run = asyncio.create_task(_progress(cluster, duration, planned, progress))
         stop = asyncio.create_task(interrupted.wait())
         await asyncio.wait([run, stop], return_when=asyncio.FIRST_COMPLETED)
@@ -399,7 +449,7 @@ async def run_cluster(
             run.cancel()
         if progress:
             sys.stderr.write("\n")
-        drain = await cluster.drain(coordinator.unserved_for)
+        drain = await cluster.drain()
         for s in drain.stopped:
             print(f"stage {s.stage} stopped: {s.reason}", file=sys.stderr)
         if not drain.complete and not drain.stopped:
@@ -409,8 +459,6 @@ async def run_cluster(
         print(f"semiactive: {exc}", file=sys.stderr)
         code = 1
     finally:
-        if coordinating is not None:
-            coordinating.cancel()
         for sig in signals:
             loop.remove_signal_handler(sig)
             signal.signal(sig, before[sig])  # asyncio would leave the default

@@ -1,8 +1,8 @@
 """``semiactive nemesis RUN_DIR``: faults from outside the system under test.
 
 Like Jepsen's nemesis, this is a process of its own that knows nothing but
-what ``cluster.json`` says (each process's name, pid and ports, the run's
-start time t0, the launcher's pid). At each planned moment it reads the
+what ``cluster.json`` says (each process's name, pid and ports, the
+coordinator's among them, the run's start time t0, the launcher's pid). At each planned moment it reads the
 file again (a node restarted by the launcher has a new pid), checks that
 the pid still runs that node (``--name NODE`` in its command line, so that a
 recycled pid is never hit), and sends the signal. The launcher and the
@@ -34,6 +34,7 @@ from coordinator.faults import Fault, FaultKind, parse_fault_specs
 from semiactive.config import ConfigError
 
 LAUNCHER = "launcher"
+COORDINATOR = "coordinator"
 START_TIMEOUT_S = 60.0
 
 
@@ -73,6 +74,8 @@ def runs(pid: int, node: str) -> bool:
     args = [a.decode(errors="replace") for a in cmdline]
     if node == LAUNCHER:
         return "cluster" in args and "up" in args
+    if node == COORDINATOR:
+        return "coordinator" in args and "--listen" in args
     return any(a == "--name" and b == node for a, b in itertools.pairwise(args))
 
 

@@ -28,6 +28,7 @@ from ha.output_log import OutputLog
 from ha.replica import Mode
 from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
 from node.codec import RowCodec
+from node.coordinator_link import CoordinatorLink
 from node.events import EventLog
 from node.messages import point_from_pb, point_to_pb, view_from_pb, view_to_pb
 from node.metrics import NodeMetrics
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 
 
 DRAIN_LIMIT_S = 10.0
+REPORT_INTERVAL_S = 0.1  # to the coordinator
 
 
 class StartupError(RuntimeError):
@@ -67,6 +69,7 @@ class NodeDaemon:
         run_dir: Path | None = None,
         start_now: bool = False,
         spare: bool = False,
+        coordinator: str | None = None,
     ) -> None:
         if name not in topology.nodes:
             raise StartupError(
@@ -80,6 +83,7 @@ class NodeDaemon:
         self.metrics_port = metrics_port
         self.run_dir = run_dir
         self.start_now = start_now
+        self.coordinator = coordinator
         self.started_at = time.monotonic()
         self.exit = asyncio.Event()
         self.drain_then_exit = False
@@ -325,6 +329,11 @@ class NodeDaemon:
             tasks.append(asyncio.create_task(self.source.run(), name="source"))
         if self.sink is not None:
             tasks.append(asyncio.create_task(self._sink_acks(), name="acks"))
+        if self.coordinator:
+            link = CoordinatorLink(
+                self.coordinator, self.listen, self.status, self.apply_view, REPORT_INTERVAL_S
+            )
+            tasks.append(asyncio.create_task(link.run(), name="coordinator"))
         if self.replica is not None:
             self.replica.start()
         if self.start_now:

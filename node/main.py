@@ -61,6 +61,7 @@ def run_node(
     start_now: bool,
     level: str,
     spare: bool = False,
+    coordinator: str | None = None,
 ) -> int:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -84,6 +85,7 @@ def run_node(
             run_dir=run_dir,
             start_now=start_now,
             spare=spare,
+            coordinator=coordinator,
         )
     except StartupError as exc:
         raise ConfigError(str(exc), config) from None

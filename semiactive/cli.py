@@ -21,6 +21,8 @@ from node.sources import SourceDataError
 from semiactive.config import ConfigError
 
 USAGE_ERROR = 2
+COORDINATOR_ENV = "SEMIACTIVE_COORDINATOR"
+DEFAULT_COORDINATOR = "127.0.0.1:7070"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +52,26 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("--run-dir", type=Path)
     node.add_argument("--start-now", action="store_true", help="sources start emitting at once")
     node.add_argument("--spare", action="store_true", help="start as a spare, whatever the config says")
+    node.add_argument("--coordinator", metavar="HOST:PORT", help="report to this coordinator")
     node.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
+
+    coord = sub.add_parser("coordinator", help="run the coordinator (the control plane) of a cluster")
+    coord.add_argument("--config", required=True)
+    coord.add_argument("--listen", required=True, metavar="HOST:PORT")
+    coord.add_argument("--endpoints", type=Path, help="JSON: node name -> {host, port} (else the config's)")
+    coord.add_argument("--run-dir", type=Path, help="where its events go (telemetry/)")
+    coord.add_argument(
+        "--no-reprotect", action="store_true", help="converge views only; assign no new secondaries"
+    )
+    coord.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
+
+    status = sub.add_parser("status", help="every stage and node of a running cluster, from its coordinator")
+    where = status.add_mutually_exclusive_group()
+    where.add_argument(
+        "--coordinator", metavar="HOST:PORT", help=f"default ${COORDINATOR_ENV} or {DEFAULT_COORDINATOR}"
+    )
+    where.add_argument("--run-dir", type=Path, help="the coordinator of this `cluster up` run")
+    status.add_argument("--json", action="store_true", help="machine-readable")
 
     query = sub.add_parser("query", help="compile or run CQL in this process")
     qsub = query.add_subparsers(dest="action", required=True)
@@ -141,8 +162,26 @@ def _dispatch(args: argparse.Namespace) -> int:
         from node.main import run_node
 
         return run_node(
-            args.config, args.name, args.endpoints, args.run_dir, args.start_now, args.log_level, args.spare
+            args.config,
+            args.name,
+            args.endpoints,
+            args.run_dir,
+            args.start_now,
+            args.log_level,
+            args.spare,
+            args.coordinator,
         )
+    if args.command == "coordinator":
+        from coordinator.service import run_coordinator
+
+        return run_coordinator(
+            args.config, args.listen, args.endpoints, args.run_dir, not args.no_reprotect, args.log_level
+        )
+    if args.command == "status":
+        from coordinator.status import show_status
+
+        address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
+        return show_status(address, args.run_dir, args.json)
     if args.command == "query":
         from semiactive import embedded
 

@@ -1,17 +1,19 @@
-"""The coordinator's re-protection (coordinator/control.py) against an
-in-memory cluster whose nodes answer Status and apply views as the daemons
-do (node/daemon.py: a spare named secondary in a newer view becomes it)."""
+"""The coordinator's decisions (coordinator/control.py) against an
+in-memory cluster: nodes report as the daemons do (node/coordinator_link.py)
+and adopt the views the replies carry (node/daemon.py: a spare named
+secondary in a newer view becomes it). Time is passed in: no clock, no
+socket."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from coordinator.control import Coordinator
+from coordinator.control import NEVER_REPORTED_GRACE_S, SILENCE_S, WARMUP_S, Coordinator, Liveness
 from ha.routing import initial_views
 from ha.views import StageView, ViewTable
-from node.messages import view_from_pb, view_to_pb
+from node.events import EventLog
+from node.messages import view_to_pb
 from semiactive import config, topology
 from semiactive.wire import control_pb2 as cpb
 from tests.faults.harness import AGGREGATE, protected_chain
@@ -23,13 +25,16 @@ class FakeNode:
     role: str
     stage: str
     views: ViewTable
-    alive: bool = True
-    answering: bool = True
-    popen: Any = None
+    alive: bool = True  # a dead process: its port refuses connections
+    answering: bool = True  # frozen: alive, port open, no reports
     told: list[StageView] = field(default_factory=list)
 
-    async def UpdateView(self, message: cpb.StageView, timeout: float) -> None:
-        view = view_from_pb(message)
+    def status(self) -> cpb.NodeStatus:
+        status = cpb.NodeStatus(name=self.name, role=self.role, stage=self.stage)
+        status.views.extend(view_to_pb(v) for v in self.views)
+        return status
+
+    def adopt(self, view: StageView) -> None:
         self.told.append(view)
         if self.views.apply(view) and self.role == "spare" and view.secondary == self.name:
             self.role, self.stage = "secondary", view.stage
@@ -38,99 +43,160 @@ class FakeNode:
 class FakeCluster:
     def __init__(self, tmp: Path, spares: list[str]) -> None:
         self.run_dir = tmp / "run"
-        (self.run_dir / "telemetry").mkdir(parents=True)
         self.topology = topology.resolve(config.load(str(protected_chain(tmp, AGGREGATE, spares=spares))))
         self.processes: dict[str, FakeNode] = {}
         for name, info in self.topology.nodes.items():
             self.processes[name] = FakeNode(name, info.role, info.stage or "", initial_views(self.topology))
+        self.now = 0.0
+        addresses = {name: f"127.0.0.1:{i}" for i, name in enumerate(self.processes, start=1000)}
+        self.coordinator = Coordinator(
+            self.topology, addresses, EventLog("coordinator", self.run_dir), self.now
+        )
 
-    def control(self, name: str) -> FakeNode:
-        return self.processes[name]
+    def round(self, seconds: float = 0.1) -> None:
+        """One report interval: every answering node reports and adopts the
+        reply; silent nodes are probed; the coordinator decides."""
+        self.now += seconds
+        for node in self.processes.values():
+            if node.alive and node.answering:
+                for view in self.coordinator.on_report(node.status(), "", self.now):
+                    node.adopt(view)
+        for name in self.coordinator.to_probe(self.now):
+            self.coordinator.probed(name, self.processes[name].alive)
+        self.coordinator.step(self.now)
 
-    async def status(self, name: str, timeout: float) -> cpb.NodeStatus | None:
-        node = self.processes[name]
-        if not node.answering:
-            return None
-        status = cpb.NodeStatus(name=name, role=node.role, stage=node.stage)
-        status.views.extend(view_to_pb(v) for v in node.views)
-        return status
+    def rounds(self, seconds: float) -> None:
+        for _ in range(round(seconds / 0.1)):
+            self.round()
 
     def restart_as_spare(self, name: str) -> None:
         """A replacement machine: same name, no state, the config's views."""
         self.processes[name] = FakeNode(name, "spare", "", initial_views(self.topology))
 
+    def view(self, stage: str) -> StageView:
+        return self.coordinator.views[stage]
 
-async def _started(tmp: Path, spares: list[str]) -> tuple[FakeCluster, Coordinator]:
-    """A cluster as configured, and a coordinator that has seen it once."""
+
+def _started(tmp: Path, spares: list[str]) -> FakeCluster:
+    """A cluster as configured, heard by its coordinator past the warm-up."""
     cluster = FakeCluster(tmp, spares)
-    coordinator = Coordinator(cluster)  # type: ignore[arg-type]
-    await coordinator.step()
-    return cluster, coordinator
+    cluster.rounds(WARMUP_S + 0.2)
+    assert all(not n.told for n in cluster.processes.values())
+    return cluster
 
 
-async def test_a_secondary_restarted_under_its_name_is_made_the_stages_secondary_again(
-    tmp_path: Path,
-) -> None:
+def test_a_secondary_restarted_under_its_name_is_made_the_stages_secondary_again(tmp_path: Path) -> None:
     # No standing spare: sec-2 dies and comes back empty under its name. Its
     # stage's view (never changed) still names it, so the restarted node
     # holds that very view and would not act on it: the coordinator must
     # give the stage a secondary with a new version.
-    cluster, coordinator = await _started(tmp_path, spares=[])
-    assert all(not n.told for n in cluster.processes.values())
-
+    cluster = _started(tmp_path, spares=[])
     cluster.processes["sec-2"].alive = False
-    await coordinator.step()
+    cluster.rounds(SILENCE_S + 0.2)
+    assert cluster.coordinator.liveness("sec-2", cluster.now) is Liveness.DOWN
     cluster.restart_as_spare("sec-2")
-    await coordinator.step()
-
+    cluster.rounds(0.3)
     node = cluster.processes["sec-2"]
     assert (node.role, node.stage) == ("secondary", "stage-2")
-    assert coordinator.views["stage-2"].secondary == "sec-2"
-    assert coordinator.views["stage-2"].version == 1
+    assert cluster.view("stage-2").secondary == "sec-2"
+    assert cluster.view("stage-2").version == 1  # once, not again while it adopts it
     assert cluster.processes["node-2"].views["stage-2"].version == 1
 
 
-async def test_a_spare_goes_to_one_unprotected_stage_only(tmp_path: Path) -> None:
-    cluster, coordinator = await _started(tmp_path, spares=["spare-1"])
+def test_a_spare_goes_to_one_unprotected_stage_only(tmp_path: Path) -> None:
+    cluster = _started(tmp_path, spares=["spare-1"])
     cluster.processes["sec-1"].alive = False
     cluster.processes["sec-3"].alive = False
-    await coordinator.step()
-    secondaries = {s: coordinator.views[s].secondary for s in ("stage-1", "stage-2", "stage-3")}
+    cluster.rounds(SILENCE_S + 0.5)
+    secondaries = {s: cluster.view(s).secondary for s in ("stage-1", "stage-2", "stage-3")}
     assert secondaries == {"stage-1": "spare-1", "stage-2": "sec-2", "stage-3": "sec-3"}
     assert cluster.processes["spare-1"].stage == "stage-1"
 
 
-async def test_a_stage_that_lost_both_replicas_gets_a_spare_that_rebuilds_it(tmp_path: Path) -> None:
+def test_a_stage_that_lost_both_replicas_gets_a_spare_that_rebuilds_it(tmp_path: Path) -> None:
     # No standing spare: node-2 and sec-2 die together and come back empty
     # under their names. sec-2 may be given the stage (it will find node-2
     # gone and take over); node-2, the name the view gives the primary,
     # must not: it would watch itself.
-    cluster, coordinator = await _started(tmp_path, spares=[])
+    cluster = _started(tmp_path, spares=[])
     cluster.processes["node-2"].alive = False
     cluster.processes["sec-2"].alive = False
-    await coordinator.step()
+    cluster.rounds(SILENCE_S + 0.2)
     cluster.restart_as_spare("node-2")
-    await coordinator.step()
-    assert coordinator.views["stage-2"].secondary == "sec-2"  # still dead: nothing to assign
+    cluster.rounds(0.3)
+    assert cluster.view("stage-2").secondary == "sec-2"  # still dead: nothing to assign
     cluster.restart_as_spare("sec-2")
-    await coordinator.step()
-    assert (coordinator.views["stage-2"].primary, coordinator.views["stage-2"].secondary) == (
-        "node-2",
-        "sec-2",
-    )
-    assert coordinator.views["stage-2"].version == 1
+    cluster.rounds(0.3)
+    view = cluster.view("stage-2")
+    assert (view.primary, view.secondary, view.version) == ("node-2", "sec-2", 1)
     assert cluster.processes["sec-2"].stage == "stage-2"
     assert cluster.processes["node-2"].role == "spare"
     events = (cluster.run_dir / "telemetry" / "events-coordinator.jsonl").read_text()
     assert '"rebuild": true' in events
 
 
-async def test_a_secondary_that_does_not_answer_is_not_replaced(tmp_path: Path) -> None:
-    # Alive but silent (frozen, or busy taking over): replacing it could
-    # make two nodes take over the same stage.
-    cluster, coordinator = await _started(tmp_path, spares=["spare-1"])
+def test_a_secondary_that_does_not_answer_is_not_replaced(tmp_path: Path) -> None:
+    # Alive but silent (frozen, or busy taking over): its port still accepts
+    # connections; replacing it could make two nodes take over the same stage.
+    cluster = _started(tmp_path, spares=["spare-1"])
     cluster.processes["node-2"].alive = False
     cluster.processes["sec-2"].answering = False
-    await coordinator.step()
-    assert coordinator.views["stage-2"].secondary == "sec-2"
+    cluster.rounds(2.0)
+    assert cluster.coordinator.liveness("sec-2", cluster.now) is Liveness.SILENT
+    assert cluster.view("stage-2").secondary == "sec-2"
     assert cluster.processes["spare-1"].role == "spare"
+
+
+def test_a_restarted_coordinator_rebuilds_its_state_from_the_reports(tmp_path: Path) -> None:
+    cluster = _started(tmp_path, spares=["spare-1"])
+    # A takeover happened: sec-2 is stage-2's primary at epoch 1.
+    promoted = cluster.view("stage-2").promoted("sec-2")
+    for node in cluster.processes.values():
+        node.views.apply(promoted)
+    cluster.processes["sec-2"].role = "primary"
+    cluster.processes["node-2"].alive = False
+    # A new coordinator, knowing nothing, decides nothing during its warm-up...
+    cluster.coordinator = Coordinator(
+        cluster.topology,
+        {n: f"127.0.0.1:{i}" for i, n in enumerate(cluster.processes, start=1000)},
+        EventLog("coordinator", cluster.run_dir),
+        cluster.now,
+    )
+    cluster.round()
+    assert cluster.view("stage-2").epoch == 1 and cluster.view("stage-2").secondary is None
+    # ...then re-protects the stage from what it heard.
+    cluster.rounds(WARMUP_S + 0.2)
+    assert (cluster.view("stage-2").primary, cluster.view("stage-2").secondary) == ("sec-2", "spare-1")
+    state = cluster.coordinator.cluster_state(cluster.now)
+    stage2 = next(s for s in state.stages if s.stage == "stage-2")
+    assert (stage2.primary, stage2.secondary, stage2.epoch, stage2.protected) == ("sec-2", "spare-1", 1, True)
+    # node-2 died before this coordinator started: it may have been starting...
+    assert {n.name: n.liveness for n in state.nodes}["node-2"] == "unknown"
+    cluster.rounds(NEVER_REPORTED_GRACE_S)
+    state = cluster.coordinator.cluster_state(cluster.now)
+    assert {n.name: n.liveness for n in state.nodes}["node-2"] == "down"
+
+
+def test_nodes_still_starting_are_not_taken_for_dead(tmp_path: Path) -> None:
+    """Under load a node may take seconds to listen: its refused port at
+    start proves nothing. (A spare once "rebuilt" a healthy stage because
+    its replicas were not listening yet when the warm-up ended.)"""
+    cluster = FakeCluster(tmp_path, spares=["spare-1"])
+    for name in ("node-2", "sec-2"):
+        cluster.processes[name].alive = False  # not listening yet
+    cluster.rounds(3.0)
+    assert cluster.view("stage-2").version == 0
+    assert cluster.processes["spare-1"].role == "spare"
+    for name in ("node-2", "sec-2"):
+        cluster.processes[name].alive = True
+    cluster.rounds(1.0)
+    assert cluster.view("stage-2").version == 0
+
+
+def test_a_fenced_old_primary_hears_of_its_replacement_in_the_reply(tmp_path: Path) -> None:
+    cluster = _started(tmp_path, spares=[])
+    promoted = cluster.view("stage-2").promoted("sec-2")
+    cluster.processes["sec-2"].views.apply(promoted)
+    cluster.round()  # sec-2 reports the newer view
+    cluster.round()  # node-2 (resumed) reports the old one and is answered
+    assert cluster.processes["node-2"].views["stage-2"].epoch == 1

@@ -1,0 +1,162 @@
+"""``semiactive coordinator``: the control plane as a process of its own.
+
+The gRPC shell around :class:`coordinator.control.Coordinator`: nodes push
+their reports (``Report``), answered with the views they lack;
+``semiactive status`` reads ``ClusterState``. Every report interval the
+service probes the ports of nodes that stopped reporting (refused: the
+process is dead; open: alive but silent) and lets the coordinator decide.
+
+It is never on the data path: rows, acknowledgements, heartbeats and
+takeovers go between the nodes. Killed, it only delays re-protection; the
+process supervisor (the launcher, or a container runtime) restarts it, and
+it rebuilds its state from the next round of reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from coordinator.control import REPORT_INTERVAL_S, Coordinator
+from node.events import EventLog
+from node.main import LAUNCHER_CHECK_S, LAUNCHER_PID_ENV, addresses_from
+from node.messages import view_to_pb
+from node.transport import GRPC_OPTIONS
+from semiactive import config as config_mod
+from semiactive import topology as topology_mod
+from semiactive.config import ConfigError
+from semiactive.wire import coordinator_pb2 as cdpb
+from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
+from semiactive.wire import dataplane_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 0.2
+
+
+class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+
+    async def Report(
+        self, request: cdpb.NodeReport, context: grpc.aio.ServicerContext[object, object]
+    ) -> cdpb.ReportReply:
+        problem = self.coordinator.check(request.status)
+        if problem is not None:
+            log.warning("report refused: %s", problem)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        views = self.coordinator.on_report(request.status, request.address, time.monotonic())
+        return cdpb.ReportReply(views=[view_to_pb(v) for v in views])
+
+    async def ClusterState(self, request: pb.Empty, context: object) -> cdpb.ClusterStatus:
+        return self.coordinator.cluster_state(time.monotonic())
+
+
+async def port_open(address: str) -> bool:
+    """Whether something accepts connections at ``host:port``. A refusal (or
+    an unknown host) means no process listens there; a time-out is taken
+    for open: a frozen process's kernel still accepts, a slow network must
+    not make a live node look dead."""
+    host, _, port = address.rpartition(":")
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), PROBE_TIMEOUT_S)
+    except TimeoutError:
+        return True
+    except (OSError, ValueError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def control_loop(coordinator: Coordinator) -> None:
+    while True:
+        await asyncio.sleep(REPORT_INTERVAL_S)
+        now = time.monotonic()
+        silent = coordinator.to_probe(now)
+        answers = await asyncio.gather(*(port_open(coordinator.nodes[n].address) for n in silent))
+        for node, answer in zip(silent, answers, strict=True):
+            coordinator.probed(node, answer)
+        try:
+            coordinator.step(time.monotonic())
+        except Exception as exc:  # keep coordinating; say what went wrong
+            log.exception("coordinator step failed")
+            coordinator.events.emit("coordinator_error", error=repr(exc))
+
+
+def known_addresses(topology: topology_mod.Topology, endpoints: Path | None) -> dict[str, str]:
+    """Where each node listens, for probing the silent ones: from the
+    endpoints file or the config; a node not listed there is known by the
+    address it reports."""
+    if endpoints is not None:
+        return addresses_from(topology, endpoints)[0]
+    listed = topology.config.endpoints
+    return {name: f"{ep.host}:{ep.port}" for name, ep in listed.items() if name in topology.nodes}
+
+
+async def serve(
+    config: str, listen: str, endpoints: Path | None, run_dir: Path | None, reprotect: bool = True
+) -> int:
+    topology = topology_mod.resolve(config_mod.load(config))
+    addresses = known_addresses(topology, endpoints)
+    events = EventLog("coordinator", run_dir)
+    coordinator = Coordinator(topology, addresses, events, time.monotonic(), reprotect=reprotect)
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    cdpb_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
+    try:
+        bound = server.add_insecure_port(listen)
+    except RuntimeError:
+        bound = 0
+    if not bound:
+        raise ConfigError(f"--listen {listen}: cannot listen there (is the port in use?)")
+    await server.start()
+    log.info("coordinator of %s listening on %s", topology.config.name, listen)
+    events.emit("coordinator_started", listen=listen, reprotect=reprotect)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = [asyncio.create_task(control_loop(coordinator)), asyncio.create_task(stop.wait())]
+    launcher = os.environ.get(LAUNCHER_PID_ENV, "")
+    if launcher.isdigit():
+        tasks.append(asyncio.create_task(_watch_launcher(int(launcher))))
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await server.stop(0.5)
+    return 0
+
+
+async def _watch_launcher(pid: int) -> None:
+    """Started by ``cluster up``: end with it (no orphan holding its port)."""
+    while os.getppid() == pid:
+        await asyncio.sleep(LAUNCHER_CHECK_S)
+    log.warning("the launcher (pid %d) is gone: stopping", pid)
+
+
+def run_coordinator(
+    config: str, listen: str, endpoints: Path | None, run_dir: Path | None, reprotect: bool, level: str
+) -> int:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s coordinator %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    import uvloop
+
+    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect))

@@ -1,0 +1,78 @@
+"""``semiactive status``: what the coordinator knows of a running cluster,
+as a table or as JSON: every stage (primary, secondary, epoch, mode, batch
+size, protected or not) and every node (role, liveness, last report)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from semiactive.config import ConfigError
+from semiactive.wire import coordinator_pb2 as cdpb
+from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
+from semiactive.wire import dataplane_pb2 as pb
+
+TIMEOUT_S = 2.0
+
+
+def coordinator_of(run_dir: Path) -> str:
+    """The coordinator's address from a ``cluster up`` run's ``cluster.json``."""
+    try:
+        doc = json.loads((run_dir / "cluster.json").read_text())
+        process = next(p for p in doc["processes"] if p["role"] == "coordinator")
+        return f"127.0.0.1:{process['ports']['grpc']}"
+    except (OSError, ValueError, KeyError, StopIteration):
+        raise ConfigError(
+            "no coordinator in this run's cluster.json", str(run_dir / "cluster.json")
+        ) from None
+
+
+async def cluster_state(address: str) -> cdpb.ClusterStatus:
+    async with grpc.aio.insecure_channel(address) as channel:
+        state: cdpb.ClusterStatus = await cdpb_grpc.CoordinatorStub(channel).ClusterState(
+            pb.Empty(), timeout=TIMEOUT_S
+        )
+        return state
+
+
+def describe(state: cdpb.ClusterStatus) -> str:
+    lines = [f"cluster {state.name} (coordinator up {state.uptime_s:.1f} s)", ""]
+    lines.append(
+        f"{'stage':<14}{'mode':<6}{'primary':<12}{'secondary':<12}{'epoch':>6}{'batch':>7}  protection"
+    )
+    for s in state.stages:
+        if s.role != "stage":
+            continue
+        protection = "-" if s.mode == "none" else "protected" if s.protected else "UNPROTECTED"
+        batch = str(s.batch_size) if s.batch_size else "-"
+        secondary = s.secondary or "-"
+        lines.append(
+            f"{s.stage:<14}{s.mode:<6}{s.primary:<12}{secondary:<12}{s.epoch:>6}{batch:>7}  {protection}"
+        )
+    lines += ["", f"{'node':<12}{'role':<11}{'stage':<14}{'liveness':<9}last report"]
+    for n in state.nodes:
+        age = f"{n.last_report_s:.1f} s ago" if n.last_report_s >= 0 else "never"
+        lines.append(f"{n.name:<12}{n.role or '?':<11}{n.stage or '-':<14}{n.liveness:<9}{age}")
+    return "\n".join(lines)
+
+
+def show_status(address: str, run_dir: Path | None, as_json: bool) -> int:
+    if run_dir is not None:
+        address = coordinator_of(run_dir)
+    try:
+        state = asyncio.run(cluster_state(address))
+    except grpc.aio.AioRpcError as exc:
+        print(
+            f"semiactive status: coordinator {address}: {exc.code().name}: {exc.details()}", file=sys.stderr
+        )
+        return 1
+    if as_json:
+        print(json.dumps(MessageToDict(state, always_print_fields_with_no_presence=True), indent=2))
+    else:
+        print(describe(state))
+    return 0
