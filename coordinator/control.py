@@ -184,13 +184,17 @@ class Coordinator:
                 continue
             new = view.with_secondary(spare)
             self.views[stage.name] = new
-            rebuild = not self._serving(view.primary, stage.name, now)
+            # A guess for the telemetry: the spare itself finds out whether
+            # the primary is gone (it takes over if so).
+            rebuild = not self._serving(view.primary, stage.name, now, within=1.5 * REPORT_INTERVAL_S)
             self.events.emit(
                 "assigned", stage=stage.name, secondary=spare, version=new.version, rebuild=rebuild
             )
 
-    def _serving(self, node: str, stage: str, now: float) -> bool:
-        return self.liveness(node, now) is Liveness.UP and self.nodes[node].stage == stage
+    def _serving(self, node: str, stage: str, now: float, within: float = SILENCE_S) -> bool:
+        record = self.nodes[node]
+        fresh = record.reported_at is not None and now - record.reported_at < within
+        return fresh and record.stage == stage
 
     def _gone(self, node: str, view: StageView, now: float) -> bool:
         """Known not to serve ``view``'s stage: down, or up and serving
