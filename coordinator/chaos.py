@@ -125,6 +125,11 @@ def run_chaos(
         except KeyboardInterrupt:
             print("interrupted: the campaign stops here", file=sys.stderr)
             break
+        except Exception as exc:  # a run that cannot be judged is a failed run, not the campaign's end
+            print(f"[{i + 1}/{runs}] FAILED: the run could not be judged: {exc!r}", file=sys.stderr)
+            done += 1
+            failed += 1
+            continue
         done += 1
         run_lost = sum(len(c.missing) for c in checks)
         run_dup = sum(len(c.duplicated) for c in checks)

@@ -136,21 +136,38 @@ class RunReport:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file; a line torn by a kill mid-write
+    (the last one) is skipped."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            if line.strip():
+                records.append(json.loads(line))
+    return records
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    """A JSON file's object, or None if it is missing or unreadable (a node
+    killed before it ever wrote it)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def analyse(topology: Topology, run_dir: Path) -> RunReport:
     telemetry = run_dir / "telemetry"
     report = RunReport()
     for stage in topology.stages.values():
-        end = run_dir / "sources" / f"{stage.name}.end.json"
-        if stage.role == "source" and end.exists():
-            report.emitted[stage.name] = json.loads(end.read_text())["count"]
-        latency = telemetry / f"{stage.name}.latency.json"
-        if stage.role == "sink" and latency.exists():
-            report.sinks[stage.name] = json.loads(latency.read_text())
+        end = _json(run_dir / "sources" / f"{stage.name}.end.json")
+        if stage.role == "source" and end is not None:
+            report.emitted[stage.name] = int(end.get("count", 0))
+        latency = _json(telemetry / f"{stage.name}.latency.json")
+        if stage.role == "sink" and latency is not None:
+            report.sinks[stage.name] = latency
     events = sorted(
         (e for path in telemetry.glob("events-*.jsonl") for e in _jsonl(path)), key=lambda e: float(e["t"])
     )
@@ -180,10 +197,7 @@ def fault_records(run_dir: Path) -> list[dict[str, Any]]:
     faults_file = telemetry / "faults.json"
     launcher = json.loads(faults_file.read_text()) if faults_file.exists() else []
     records = [{**r, "origin": "launcher"} for r in launcher if r.get("injected_at") is not None]
-    try:
-        t0 = float(json.loads((run_dir / "cluster.json").read_text()).get("t0_unix") or 0.0)
-    except (OSError, ValueError):
-        t0 = 0.0
+    t0 = float((_json(run_dir / "cluster.json") or {}).get("t0_unix") or 0.0)
     nemesis = [
         r
         for r in _jsonl(telemetry / "nemesis.jsonl")
@@ -215,9 +229,9 @@ def _emission_end(run_dir: Path) -> float | None:
     watermark, event time being milliseconds since t0)."""
     ends = []
     for path in (run_dir / "sources").glob("*.end.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            end = json.loads(path.read_text())
-            ends.append(float(end["t0"]) + float(end["watermark"]) / 1000)
+        end = _json(path)
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            ends.append(float(end["t0"]) + float(end["watermark"]) / 1000)  # type: ignore[index]
     return max(ends, default=None)
 
 
@@ -280,7 +294,7 @@ def _bandwidth(topology: Topology, telemetry: Path, until: float | None) -> list
     sent: dict[tuple[str, str], int] = {}
     if until is None:
         for path in telemetry.glob("*.summary.json"):
-            for item in json.loads(path.read_text()).get("bytes", []):
+            for item in (_json(path) or {}).get("bytes", []):
                 key = (item["edge"], item["channel"])
                 sent[key] = sent.get(key, 0) + int(item["bytes"])
     else:

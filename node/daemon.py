@@ -27,6 +27,7 @@ import grpc
 from ha.output_log import OutputLog
 from ha.replica import Mode
 from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
+from node.atomic_file import write_json
 from node.codec import RowCodec
 from node.coordinator_link import CoordinatorLink
 from node.events import EventLog
@@ -434,8 +435,7 @@ class NodeDaemon:
                 for (edge, channel), size in (outbound.bytes_sent.items() if outbound else [])
             ],
         }
-        path = self.run_dir / "telemetry" / f"{self.name}.summary.json"
-        path.write_text(json.dumps(summary))
+        write_json(self.run_dir / "telemetry" / f"{self.name}.summary.json", summary)
 
 
 class ControlServicer(cpb_grpc.ControlServicer):

@@ -5,13 +5,13 @@ to ``<run-dir>/sink/<name>.jsonl``. It also measures source-to-sink latency
 
 from __future__ import annotations
 
-import json
 import time
 from array import array
 from pathlib import Path
 from typing import IO
 
 from ha.resync import ResyncPoint
+from node.atomic_file import write_json
 from node.engine.elements import Element
 from node.jsonl import formatter
 from node.metrics import NodeMetrics
@@ -103,4 +103,4 @@ class SinkRole:
             )
         report["max_ms"] = data[-1] * 1000 if data else None
         (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "telemetry" / f"{self.name}.latency.json").write_text(json.dumps(report))
+        write_json(self.run_dir / "telemetry" / f"{self.name}.latency.json", report)

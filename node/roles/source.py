@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ha.output_log import OutputLog
+from node.atomic_file import write_json
 from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
@@ -111,7 +112,7 @@ class SourceRole:
                 "lag_ms": round(self.lag_ms, 1),
             }
             (self._run_dir / "sources").mkdir(parents=True, exist_ok=True)
-            (self._run_dir / "sources" / f"{self.name}.end.json").write_text(json.dumps(end))
+            write_json(self._run_dir / "sources" / f"{self.name}.end.json", end)
 
     def elapsed_ms(self) -> float:
         return (time.time() - self.t0) * 1000

@@ -67,3 +67,18 @@ def test_a_trial_takes_the_killed_stages_overhead_and_fails_on_exit_status_and_c
     assert not _trial("sas", 100, 0, report, ok, code=1, killed_stage="select-2").identical
     report.coordinator_errors = ["boom"]
     assert not _trial("sas", 100, 0, report, ok, code=0, killed_stage="select-2").identical
+
+
+def test_a_report_survives_telemetry_torn_by_a_kill(tmp_path: Path) -> None:
+    """A node SIGKILLed while it wrote: an empty summary, a half line of
+    events. (A nemesis campaign crashed on this.)"""
+    run_dir = _run_dir(tmp_path, [0.5, 1.0], emitted_until_s=1.0)
+    (run_dir / "telemetry" / "node-2.summary.json").write_text("")
+    with (run_dir / "telemetry" / "events-node-4.jsonl").open("w") as handle:
+        handle.write(
+            json.dumps({"t": T0 + 2.01, "node": "node-4", "event": "failure_detected", "primary": "node-2"})
+        )
+        handle.write('\n{"t": 18000')
+    (run_dir / "telemetry" / "faults.json").write_text("[]")
+    report = analyse(_topology(), run_dir)
+    assert report.bandwidth and report.coordinator_errors == ["boom"]
