@@ -33,6 +33,13 @@ class NodeMetrics:
             ["edge"],
             registry=self.registry,
         )
+        self.frames_refused = Counter(
+            "semiactive_frames_refused_total",
+            "Frames an inbound edge refused (and closed the stream for), per reason: "
+            "undecodable, ts_decreasing, ts_below_watermark.",
+            ["edge", "reason"],
+            registry=self.registry,
+        )
         self.tuples_out = Counter(
             "semiactive_tuples_produced_total", "Rows appended to the output log.", registry=self.registry
         )

@@ -7,6 +7,11 @@ them against the wall clock; the tuples themselves never depend on it.
 - :class:`FileSource`: replay of a CSV or JSON Lines file with a ``ts``
   column (integer ms, non-decreasing); a relation's file has an ``op``
   column with ``+`` or ``-``.
+
+Every value read is checked against its column's type (:func:`convert`):
+an integer must fit the range that travels (``plan.INT_MIN..INT_MAX``), a
+float must be finite, text must fit its ``char(n)``. Synthetic values are
+in range by construction.
 """
 
 from __future__ import annotations
@@ -27,9 +32,30 @@ from node.cql import plan
 
 HEADER_BYTES = 8  # ts on the wire
 
+# An input integer outside the range (plan.INT_MIN..INT_MAX) would either
+# stop the sender or silently become NULL downstream.
+INT_MIN, INT_MAX = plan.INT_MIN, plan.INT_MAX
+# Event time stays clear of the engine's "before any time" and "forever"
+# sentinels (+-2**62), so that every ts is a real instant.
+TS_MIN = -(2**62) + 1
+TS_MAX = 2**62 - 1
+
 
 class SourceDataError(ValueError):
     """A row of an input file that does not match the stream's schema."""
+
+
+def _shown(value: str) -> str:
+    """A value for an error message, cut short if it is long."""
+    return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+
+
+def check_ts(ts: int, where: str) -> int:
+    """``ts`` if it is an instant the cluster can carry, else a
+    :class:`SourceDataError` at ``where``."""
+    if not TS_MIN <= ts <= TS_MAX:
+        raise SourceDataError(f"{where}: ts {ts} is out of range [{TS_MIN}, {TS_MAX}]")
+    return ts
 
 
 def wire_size(schema: plan.Schema) -> int:
@@ -135,28 +161,47 @@ class SyntheticSource:
 
 
 def convert(value: str | None, column: plan.Column, where: str) -> Any:
+    """An input value of ``column`` parsed and checked against its type;
+    :class:`SourceDataError` at ``where`` (file:line, row) if it does not fit."""
     if value is None:
         raise SourceDataError(f"{where}: column {column.name}: no value (NULL is not an input value)")
     name = column.type.name
-    try:
-        if name is plan.TypeName.INTEGER:
-            return int(value)
-        if name is plan.TypeName.FLOAT:
-            number = float(value)
-            if not math.isfinite(number):
-                raise ValueError(value)
-            return number
-    except ValueError:
-        raise SourceDataError(f"{where}: column {column.name}: {value!r} is not {column.type}") from None
+    if name is plan.TypeName.INTEGER:
+        return _integer(value, column, where)
+    if name is plan.TypeName.FLOAT:
+        return _float(value, column, where)
     text = str(value)
     if name is plan.TypeName.BYTE:
         # One byte on the wire (latin-1): exactly one character.
         if len(text) != 1 or ord(text) > 0xFF:
-            raise SourceDataError(f"{where}: column {column.name}: {text!r} is not one byte")
+            raise SourceDataError(f"{where}: column {column.name}: {_shown(text)} is not one byte")
         return text
     if len(text.encode()) > column.type.length:
-        raise SourceDataError(f"{where}: column {column.name}: {text!r} is longer than {column.type}")
+        raise SourceDataError(f"{where}: column {column.name}: {_shown(text)} is longer than {column.type}")
     return text
+
+
+def _integer(value: str, column: plan.Column, where: str) -> int:
+    try:
+        integer = int(value)
+    except ValueError:
+        raise SourceDataError(f"{where}: column {column.name}: {_shown(value)} is not integer") from None
+    if not INT_MIN <= integer <= INT_MAX:
+        raise SourceDataError(
+            f"{where}: column {column.name}: {_shown(value)} is out of the integer range "
+            f"[{INT_MIN}, {INT_MAX}] (64-bit; -2^63 is reserved for NULL)"
+        )
+    return integer
+
+
+def _float(value: str, column: plan.Column, where: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise SourceDataError(f"{where}: column {column.name}: {_shown(value)} is not float")
+    return number
 
 
 def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterator[tuple[Any, ...]]:
@@ -191,6 +236,7 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
                 ts = int(record["ts"])
             except (KeyError, TypeError, ValueError):
                 raise SourceDataError(f"{where}: ts must be an integer (ms)") from None
+            check_ts(ts, where)
             if last_ts is not None and ts < last_ts:
                 raise SourceDataError(f"{where}: ts {ts} goes back in time (previous {last_ts})")
             last_ts = ts

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from node.cql import CqlError, compile_program, explain, plan
 from node.engine.elements import Element
-from node.engine.engine import Engine
+from node.engine.engine import Engine, EvaluationError, InputOrderError
 from node.engine.operators.streaming import DelayOp
 from node.jsonl import formatter
 from node.sources import SourceDataError, read_rows
@@ -32,7 +32,12 @@ def load_program(file: str, insert_delays: bool = False) -> plan.Program:
 
 
 def check(file: str, insert_delays: bool = False) -> str:
-    return explain(load_program(file, insert_delays))
+    """The plan of ``file``, once its code is also generated: a query the
+    engine could not compile is a :class:`CqlError` here, not at run time."""
+    program = load_program(file, insert_delays)
+    if program.queries:
+        Engine(program)
+    return explain(program)
 
 
 def parse_streams(specs: Sequence[str], program: plan.Program) -> dict[str, str]:
@@ -84,15 +89,21 @@ def execute(
             hb = HeartbeatEngine(program, [name], run_limit=run_limit)
         except RecursiveProgramError as exc:
             raise SourceDataError(f"--executor hb: {exc}") from None
-        for stream, rows in inputs.items():
-            hb.push(stream, rows)
-        return hb.advance(end)[name]
+        try:
+            for stream, rows in inputs.items():
+                hb.push(stream, rows)
+            return hb.advance(end)[name]
+        except (EvaluationError, InputOrderError) as exc:
+            raise SourceDataError(str(exc)) from None
     engine = Engine(program, [name])
-    for stream, rows in inputs.items():
-        engine.push(stream, rows)
-    out = engine.advance(end)[name]
-    if end_watermark is None and engine.cut_delays:
-        out += _settle(engine, name, end)
+    try:
+        for stream, rows in inputs.items():
+            engine.push(stream, rows)
+        out = engine.advance(end)[name]
+        if end_watermark is None and engine.cut_delays:
+            out += _settle(engine, name, end)
+    except (EvaluationError, InputOrderError) as exc:
+        raise SourceDataError(str(exc)) from None
     return out
 
 
@@ -128,6 +139,8 @@ def run(
     out: TextIO | None = None,
 ) -> int:
     program = load_program(file)
+    if not program.queries:
+        raise CqlError("the program registers no query: there is nothing to run", 1, 1, file)
     files = parse_streams(streams, program)
     missing = [n for n in program.inputs if n not in files and _used(program, n)]
     if missing:

@@ -3,7 +3,8 @@
 ``compile_program`` parses (parser.py, grammar.lark), binds and type-checks
 (binder.py, exprs.py) and validates the delay rule for recursive programs
 (cycles.py); ``explain`` describes the result (explain.py). Every error is a
-:class:`CqlError` positioned at the offending token.
+:class:`CqlError` positioned at the offending token; nesting is bounded
+(limits.py), so that no input crashes the compiler.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from node.cql.binder import bind
 from node.cql.cycles import check_delays
 from node.cql.errors import CqlError
 from node.cql.explain import explain
+from node.cql.limits import recursion_headroom
 from node.cql.parser import parse
 
 __all__ = ["CqlError", "compile_program", "explain", "parse"]
@@ -34,6 +36,12 @@ def compile_program(
     pass through a delay (``ISTREAM(...)<Now>``); with ``insert_delays`` an
     epsilon delay is added after a stream operator on each cycle without one.
     """
-    bound = bind(parse(text, file), inputs, file)
-    check_delays(bound.program, positions=bound.positions, file=file, insert_delays=insert_delays)
+    with recursion_headroom():
+        try:
+            bound = bind(parse(text, file), inputs, file)
+            check_delays(bound.program, positions=bound.positions, file=file, insert_delays=insert_delays)
+        except (RecursionError, MemoryError) as exc:
+            # The parser bounds nesting (limits.py); this is the safety net.
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else "too large"
+            raise CqlError(f"the program is {reason} to compile", 1, 1, file) from None
     return bound.program

@@ -9,6 +9,7 @@ converted to milliseconds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from node.cql import plan
@@ -228,7 +229,7 @@ def _render(expr: Expr, outer: int) -> str:
     if isinstance(expr, ColumnRef):
         return f"{expr.qualifier}.{expr.name}" if expr.qualifier else expr.name
     if isinstance(expr, IntLit | FloatLit):
-        return repr(expr.value)
+        return format_number(expr.value)
     if isinstance(expr, StrLit):
         return "'" + expr.value.replace("'", "''") + "'"
     if isinstance(expr, Call):
@@ -252,6 +253,16 @@ def _render(expr: Expr, outer: int) -> str:
     left = _render(expr.left, prec + 1 if comparison else prec)
     text = f"{left} {expr.op} {_render(expr.right, prec + 1)}"
     return _wrap(text, prec, outer)
+
+
+def format_number(value: float) -> str:
+    """A number as CQL text: an infinite float (a literal such as ``1e999``
+    that overflows) as ``1e999``, which reads back as the same value."""
+    if value != value:
+        return "(1e999 - 1e999)"
+    if value in (math.inf, -math.inf):
+        return "1e999" if value > 0 else "-1e999"
+    return repr(value)
 
 
 def _wrap(text: str, prec: int, outer: int) -> str:

@@ -12,6 +12,7 @@ the result, and its QueryRef nodes are then pointed at their targets.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -154,8 +155,8 @@ class _Binder:
             assert not context.incomplete, context.incomplete
             for ref in context.refs:
                 ref.target = roots[ref.name]
-        program = plan.Program(dict(self.inputs), self.scans, roots)
         positions = {n: (s.line, s.column) for n, s in self.statements.items()}
+        program = plan.Program(dict(self.inputs), self.scans, roots, self.file, positions)
         return Bound(program, positions)
 
     def _undetermined(self, pending: dict[str, list[str]]) -> None:
@@ -390,13 +391,20 @@ class _Binder:
         exprs: list[plan.Expr] = []
         names: list[str] = []
         first_at: dict[str, ast.Node] = {}
+        stars = {id(i): scope.expand_star(i) for i in select.items if isinstance(i, ast.StarItem)}
+        starred = Counter(ref.name for refs in stars.values() for ref in refs)
         for number, item in enumerate(select.items, start=1):
-            entries: list[tuple[ast.Expr, str, ast.Node]]
+            entries: list[tuple[ast.Expr, str | None, ast.Node]]
             if isinstance(item, ast.StarItem):
-                entries = [(ref, ref.name, item) for ref in scope.expand_star(item)]
+                entries = [(ref, None, item) for ref in stars[id(item)]]
             else:
                 entries = [(item.expr, _output_name(item, number), item)]
-            for expr_ast, name, where in entries:
+            for expr_ast, given, where in entries:
+                if given is None:
+                    assert isinstance(expr_ast, ast.ColumnRef)
+                    name = _star_name(expr_ast, starred, first_at)
+                else:
+                    name = given
                 bound = binder.bind(expr_ast)
                 if bound.type == plan.BOOLEAN:
                     raise self._error(
@@ -467,6 +475,20 @@ def _alias(item: ast.FromItem) -> str:
         assert item.alias is not None
         return item.alias
     return item.name
+
+
+def _star_name(ref: ast.ColumnRef, starred: Counter[str], taken: Mapping[str, object]) -> str:
+    """The output name of a column ``*`` expands to: its own name, or
+    ``alias_name`` when the stars of this SELECT bring several columns of
+    that name (``SELECT * FROM s1 AS x, s2 AS y`` with ``a`` in both gives
+    ``x_a`` and ``y_a``), with ``_2``, ``_3``... if that is taken already:
+    a star never makes a duplicate name."""
+    base = ref.name if starred[ref.name] <= 1 else f"{ref.qualifier}_{ref.name}"
+    name, number = base, 1
+    while name in taken:
+        number += 1
+        name = f"{base}_{number}"
+    return name
 
 
 def _output_name(item: ast.ExprItem, number: int) -> str:

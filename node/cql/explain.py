@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 
 from node.cql import plan
+from node.cql.ast import format_number
 from node.cql.cycles import owners, query_cycles
+from node.cql.limits import recursion_headroom
 
 _NON_MONOTONE_WINDOWS = (plan.RowsWindow, plan.PartitionWindow)
 
@@ -31,6 +33,11 @@ def monotone(node: plan.PlanNode) -> bool:
 
 
 def explain(program: plan.Program) -> str:
+    with recursion_headroom():
+        return _explain(program)
+
+
+def _explain(program: plan.Program) -> str:
     owner = owners(program)
     lines = [
         f"input {name}: {decl.kind.value} {format_schema(decl.schema)}"
@@ -211,7 +218,7 @@ def _expr(expr: plan.Expr, schema: plan.Schema, qualify: bool, outer: int) -> st
     if isinstance(expr, plan.Literal):
         if isinstance(expr.value, str):
             return "'" + expr.value.replace("'", "''") + "'"
-        return repr(expr.value)
+        return format_number(expr.value)
     if isinstance(expr, plan.Negate):
         operand = _expr(expr.operand, schema, qualify, 7)
         if operand.startswith("-"):

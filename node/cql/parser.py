@@ -3,7 +3,9 @@
 The grammar lives in ``grammar.lark``; this module turns lark's tree into
 positioned AST nodes, checks what the grammar leaves open (type names, time
 units, window sizes, function names) and converts lark's exceptions into
-:class:`CqlError` saying what was found and what was expected.
+:class:`CqlError` saying what was found and what was expected. The tree is
+transformed without recursion and then measured (:mod:`node.cql.limits`),
+so that absurdly nested input is an error at its position, not a crash.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import re
 from pathlib import Path
 from typing import Any, TypedDict
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from node.cql import ast, plan
 from node.cql.errors import CqlError
+from node.cql.limits import check_depth
 
 _UNITS: dict[str, int] = {}
 for _names, _ms in (
@@ -30,6 +33,8 @@ for _names, _ms in (
 ):
     for _name in _names:
         _UNITS[_name] = _ms
+
+_MAX_DIGITS = 40
 
 _TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
 
@@ -60,6 +65,7 @@ def parse(text: str, file: str = "<query>") -> ast.Program:
             raise exc.orig_exc from None
         raise
     assert isinstance(program, ast.Program)
+    check_depth(program, file)
     return program
 
 
@@ -161,7 +167,7 @@ _DELAY_RE = re.compile(r"<\s*(now|([0-9]+)\s*([a-z]*))\s*>", re.IGNORECASE)
 
 
 @v_args(meta=True)
-class _ToAst(Transformer[Token, Any]):
+class _ToAst(Transformer_NonRecursive[Token, Any]):
     def __init__(self, text: str, file: str) -> None:
         super().__init__()
         self.text = text
@@ -169,6 +175,15 @@ class _ToAst(Transformer[Token, Any]):
 
     def _error(self, message: str, where: Any) -> CqlError:
         return CqlError(message, where.line, where.column, self.file)
+
+    def _int(self, text: Any, where: Any = None) -> int:
+        """The value of a number (a token, or text found at ``where``); one
+        longer than any sensible size is an error here rather than Python's
+        limit on converting long digit strings (4300 digits)."""
+        digits = str(text).lstrip("0")
+        if len(digits) > _MAX_DIGITS:
+            raise self._error(f"number {digits[:20]}... is too large", where or text)
+        return int(str(text))
 
     # -- statements
 
@@ -194,9 +209,9 @@ class _ToAst(Transformer[Token, Any]):
         if lowered == "char":
             if length is None:
                 raise self._error("type char needs a length, e.g. char(10)", type_name)
-            if int(length) < 1:
+            if self._int(length) < 1:
                 raise self._error("char length must be at least 1", length)
-            sql_type = plan.char(int(length))
+            sql_type = plan.char(self._int(length))
         elif lowered in _TYPES:
             if length is not None:
                 raise self._error(f"type {lowered} takes no length", length)
@@ -227,7 +242,7 @@ class _ToAst(Transformer[Token, Any]):
         assert match is not None
         if match.group(1).lower() == "now":
             return ast.Delay(plan.EPSILON_MS, str(token), **_pos(token))
-        ms = int(match.group(2)) * self._unit(match.group(3), token)
+        ms = self._int(match.group(2), token) * self._unit(match.group(3), token)
         if ms < 1:
             raise self._error(f"delay {token} must be at least 1 ms", token)
         return ast.Delay(ms, str(token), **_pos(token))
@@ -315,22 +330,22 @@ class _ToAst(Transformer[Token, Any]):
         self._at_least_one(rows, "window row count")
         if slide is not None:
             self._at_least_one(slide, "window slide")
-        spec = plan.RowsWindow(int(rows), 1 if slide is None else int(slide))
+        spec = plan.RowsWindow(self._int(rows), 1 if slide is None else self._int(slide))
         return self._window(meta, spec)
 
     def partition_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
         _, *keys, rows = children
         self._at_least_one(rows, "window row count")
-        return self._window(meta, plan.PartitionWindow((), int(rows)), keys=tuple(keys))
+        return self._window(meta, plan.PartitionWindow((), self._int(rows)), keys=tuple(keys))
 
     def _at_least_one(self, token: Token, what: str) -> None:
-        if int(token) < 1:
+        if self._int(token) < 1:
             raise self._error(f"{what} must be at least 1", token)
 
     def time(self, meta: Any, children: list[Any]) -> tuple[int, Token]:
         amount, unit = children
         where = amount if unit is None else unit
-        return int(amount) * self._unit(None if unit is None else str(unit), where), amount
+        return self._int(amount) * self._unit(None if unit is None else str(unit), where), amount
 
     # -- expressions
 
@@ -365,7 +380,14 @@ class _ToAst(Transformer[Token, Any]):
         return ast.Negate(children[1], **_pos(meta))
 
     def int_lit(self, meta: Any, children: list[Any]) -> ast.IntLit:
-        return ast.IntLit(int(children[0]), **_pos(meta))
+        value = self._int(children[0])
+        if value > plan.INT_MAX:
+            raise self._error(
+                f"integer literal {children[0]} is out of range: integers are 64-bit, at most {plan.INT_MAX} "
+                "(write a float such as 1e20 for larger numbers)",
+                children[0],
+            )
+        return ast.IntLit(value, **_pos(meta))
 
     def float_lit(self, meta: Any, children: list[Any]) -> ast.FloatLit:
         return ast.FloatLit(float(children[0]), **_pos(meta))

@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 
 EPSILON_MS = 1
 
+# The integer range: 64-bit, without -2**63, which is NULL on the wire
+# (node/codec.py), so that every integer, and its negation, can travel.
+INT_MIN = -(2**63) + 1
+INT_MAX = 2**63 - 1
+
 
 class Kind(enum.Enum):
     STREAM = "stream"
@@ -138,12 +143,15 @@ class Negate(Expr):
 def can_be_null(expr: Expr) -> bool:
     """Whether ``expr`` can evaluate to NULL: it divides (``/``, ``%``) or
     reads a nullable column somewhere in its arithmetic."""
-    if isinstance(expr, ColRef):
-        return expr.nullable
-    if isinstance(expr, Arith):
-        return expr.nullable or can_be_null(expr.left) or can_be_null(expr.right)
-    if isinstance(expr, Negate):
-        return expr.nullable or can_be_null(expr.operand)
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ColRef | Arith | Negate) and node.nullable:
+            return True
+        if isinstance(node, Arith):
+            todo += (node.left, node.right)
+        elif isinstance(node, Negate):
+            todo.append(node.operand)
     return False
 
 
@@ -419,11 +427,15 @@ class InputDecl:
 @dataclass
 class Program:
     """A compiled CQL program: declared inputs and registered queries, in
-    registration order. ``queries[name]`` is the root node of that query."""
+    registration order. ``queries[name]`` is the root node of that query.
+    ``file`` and ``positions`` (line, column of each query) let the engine
+    report a query it cannot generate code for as a positioned CQL error."""
 
     inputs: dict[str, InputDecl]
     scans: dict[str, Scan]
     queries: dict[str, PlanNode]
+    file: str = "<query>"
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def last_query(self) -> str:

@@ -20,22 +20,61 @@ valid Level-1 cut.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 
 from node.cql import plan
+from node.cql.limits import recursion_headroom
 from node.engine import planner
-from node.engine.compiled import compile_plan
+from node.engine.compiled import Compiled, compile_plan
 from node.engine.elements import Element
 from node.engine.operators.base import EMPTY, Operator, SliceContext
-from node.engine.ordering import StepKind, dts_order
+from node.engine.ordering import Step, StepKind, dts_order
 
 BEFORE_TIME = -(2**62)
 
 _RUN, _EMIT, _ABSORB = 0, 1, 2
 
 
-class LateInputError(ValueError):
+class InputOrderError(ValueError):
+    """Input elements out of timestamp order: the engine would silently
+    compute wrong windows and aggregates from them, so it refuses them."""
+
+
+class LateInputError(InputOrderError):
     """An input element at or before an instant already processed."""
+
+
+class UnsortedInputError(InputOrderError):
+    """A batch whose timestamps decrease, or that starts before elements
+    already queued for the same input."""
+
+
+class EvaluationError(ValueError):
+    """The program cannot compute a value from its inputs: an integer too
+    large for a float (``a * a * ... * 1.0`` past 2**1024), where CPython
+    raises. The engine's state is then undefined: it must not be used on."""
+
+
+_TS = operator.itemgetter(0)
+
+
+def check_order(name: str, elements: Sequence[Element], done: int, queued: int | None) -> None:
+    """Raise :class:`InputOrderError` unless ``elements`` (non-empty) are in
+    non-decreasing ts order, after instant ``done`` (processed) and not
+    before ``queued`` (the last ts already waiting, if any). About 30 ns an
+    element: two passes in C over the timestamps."""
+    first = elements[0][0]
+    if first <= done:
+        raise LateInputError(f"input {name}: tuple at ts={first} arrived after instant {done} was processed")
+    if queued is not None and first < queued:
+        raise UnsortedInputError(f"input {name}: tuple at ts={first} arrived after one at ts={queued}")
+    stamps = list(map(_TS, elements))
+    if any(map(operator.gt, stamps, stamps[1:])):
+        at = next(i for i in range(1, len(stamps)) if stamps[i] < stamps[i - 1])
+        raise UnsortedInputError(
+            f"input {name}: timestamps decrease within a batch (ts={stamps[at]} after ts={stamps[at - 1]})"
+        )
 
 
 class Engine:
@@ -76,32 +115,34 @@ class Engine:
         self.ctx = SliceContext()
         for op in self.operators:
             op.ctx = self.ctx
-        self._compiled = (
-            compile_plan(
-                self.operators,
-                steps,
-                list(self.output_ops.values()),
-                self.slice_ms,
-                self.ctx,
-                self._floor if lineage else None,
-            )
-            if compiled
-            else None
-        )
+        self._compiled = self._compile(steps, lineage) if compiled else None
+
+    def _compile(self, steps: list[Step], lineage: bool) -> Compiled:
+        try:
+            with recursion_headroom():
+                return compile_plan(
+                    self.operators,
+                    steps,
+                    list(self.output_ops.values()),
+                    self.slice_ms,
+                    self.ctx,
+                    self._floor if lineage else None,
+                )
+        except planner.GENERATION_ERRORS as exc:
+            raise planner.generation_error(self.program, next(iter(self.output_ops)), exc) from exc
 
     # -- feeding -----------------------------------------------------------
 
     def push(self, name: str, elements: Sequence[Element]) -> None:
-        """Queue input elements (sorted by ts, all after :attr:`time`)."""
+        """Queue input elements: sorted by ts, all after :attr:`time` and
+        none before what this input already queued, else
+        :class:`InputOrderError` (and nothing is queued)."""
         if not elements:
             return
         scan = self.scans.get(name)
         if scan is None:
             raise KeyError(f"the program has no input named {name!r}")
-        if elements[0][0] <= self.time:
-            raise LateInputError(
-                f"input {name}: tuple at ts={elements[0][0]} arrived after instant {self.time} was processed"
-            )
+        check_order(name, elements, self.time, scan.pending[-1][0] if scan.pending else None)
         scan.push(elements)
 
     def advance(self, watermark: int) -> dict[str, list[Element]]:
@@ -110,6 +151,14 @@ class Engine:
         results: dict[str, list[Element]] = {name: [] for name, _ in self._outputs}
         if watermark <= self.time:
             return results
+        try:
+            self._run(watermark, results)
+        except (ArithmeticError, ValueError) as exc:
+            raise EvaluationError(f"cannot evaluate the program up to instant {watermark}: {exc}") from exc
+        self.time = watermark
+        return results
+
+    def _run(self, watermark: int, results: Mapping[str, list[Element]]) -> None:
         if self._compiled is not None:
             self._compiled.advance(watermark, *results.values())
         elif self.slice_ms is None:
@@ -121,8 +170,6 @@ class Engine:
                 if t_lo is None or t_lo > watermark:
                     break
                 self._slice(min(watermark, t_lo + width - 1), results)
-        self.time = watermark
-        return results
 
     def next_event(self) -> int | None:
         """The earliest instant at which some fire point will produce."""

@@ -7,6 +7,13 @@ tuple: in CPython that is the difference between ~50 ns and ~1 us per tuple.
 Only expressions marked ``nullable`` (those containing ``/`` or ``%``) pay for
 NULL checks. Integer ``/`` and ``%`` truncate toward zero, as in C and
 Stanford STREAM; division by zero gives NULL; a comparison with NULL is false.
+
+A left-deep chain of ``+ - *`` (``a + b - c + ...``, which is how the parser
+reads a long sum) is written flat, with parentheses only where precedence
+needs them: nested, a 300-term sum would exceed CPython's limit of 200
+nested parentheses. The Python nesting of the generated code thus follows
+the CQL expression's own nesting, which the parser bounds
+(:mod:`node.cql.limits`).
 """
 
 from __future__ import annotations
@@ -40,7 +47,9 @@ def _fdiv(a: float | None, b: float | None) -> float | None:
 
 
 def _fmod(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b == 0:
+    """C's ``fmod``; its domain errors (an infinite or NaN dividend) give
+    NULL, as a zero divisor does."""
+    if a is None or b is None or b == 0 or not math.isfinite(a):
         return None
     return math.fmod(a, b)
 
@@ -59,6 +68,17 @@ def _nmul(a: Any, b: Any) -> Any:
 
 def _nneg(a: Any) -> Any:
     return None if a is None else -a
+
+
+def _nchain(ops: str, first: Any, *rest: Any) -> Any:
+    """``((first ops[0] rest[0]) ops[1] rest[1]) ...`` for ``+ - *``, NULL if
+    any operand is: a nullable chain as one call instead of nested ones."""
+    if first is None or None in rest:
+        return None
+    value = first
+    for op, x in zip(ops, rest, strict=True):
+        value = value + x if op == "+" else value - x if op == "-" else value * x
+    return value
 
 
 def _ncmp(op: str) -> Callable[[Any, Any], bool]:
@@ -88,6 +108,7 @@ RUNTIME: dict[str, Any] = {
     "_nsub": _nsub,
     "_nmul": _nmul,
     "_nneg": _nneg,
+    "_nchain": _nchain,
     "_ncmp_eq": _ncmp("="),
     "_ncmp_ne": _ncmp("!="),
     "_ncmp_lt": _ncmp("<"),
@@ -102,10 +123,16 @@ _NULL_ARITH = {"+": "_nadd", "-": "_nsub", "*": "_nmul"}
 
 
 def may_be_null(expr: plan.Expr) -> bool:
-    if isinstance(expr, plan.ColRef):
-        return expr.nullable  # a column computed by a division somewhere upstream
-    if isinstance(expr, plan.Arith | plan.Negate):
-        return expr.nullable or any(may_be_null(c) for c in _operands(expr))
+    """Whether the arithmetic ``expr`` can be NULL: it divides, or reads a
+    column computed by a division somewhere upstream. A loop, not a
+    recursion: the generator asks this of every link of a long chain."""
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, plan.ColRef | plan.Arith | plan.Negate) and node.nullable:
+            return True
+        if isinstance(node, plan.Arith | plan.Negate):
+            todo.extend(_operands(node))
     return False
 
 
@@ -119,47 +146,102 @@ def _operands(expr: plan.Expr) -> tuple[plan.Expr, ...]:
     return ()
 
 
+# How tightly generated text binds: an atom (a name, an index, a call, a
+# parenthesised or unary expression) goes anywhere, a product inside a sum.
+_SUM, _PRODUCT, _ATOM = 0, 1, 2
+_CHAIN_OPS = ("+", "-", "*")
+
+
 def source(expr: plan.Expr, var: str = "e", offset: int = VALUES) -> str:
     """Python source evaluating ``expr`` on the tuple named ``var`` whose
-    attribute values start at index ``offset``."""
+    attribute values start at index ``offset`` (parenthesised where needed,
+    so that callers can embed it anywhere)."""
+    text, binding = _source(expr, var, offset)
+    return text if binding == _ATOM else f"({text})"
+
+
+def literal(value: int | float | str) -> str:
+    """A constant as Python source. Infinities are written as a literal that
+    overflows (``repr`` gives ``inf``, which is no Python name)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return "(1e999 * 0)"
+        return "1e999" if value > 0 else "-1e999"
+    return repr(value)
+
+
+def _source(expr: plan.Expr, var: str, offset: int) -> tuple[str, int]:
     if isinstance(expr, plan.ColRef):
-        return f"{var}[{expr.index + offset}]"
+        return f"{var}[{expr.index + offset}]", _ATOM
     if isinstance(expr, plan.Literal):
-        return repr(expr.value)
+        return literal(expr.value), _ATOM
     if isinstance(expr, plan.Negate):
-        inner = source(expr.operand, var, offset)
-        return f"_nneg({inner})" if may_be_null(expr.operand) else f"(-{inner})"
+        if may_be_null(expr.operand):
+            return f"_nneg({source(expr.operand, var, offset)})", _ATOM
+        return f"-{source(expr.operand, var, offset)}", _ATOM
     if isinstance(expr, plan.Arith):
-        left = source(expr.left, var, offset)
-        right = source(expr.right, var, offset)
-        integer = expr.type.name is plan.TypeName.INTEGER
-        division = _literal_division(expr, var, offset)
-        if division is not None:
-            column, value = division
-            return f"(None if {column} is None else {value})"
-        if expr.op == "/":
-            return f"{'_idiv' if integer else '_fdiv'}({left}, {right})"
-        if expr.op == "%":
-            return f"{'_imod' if integer else '_fmod'}({left}, {right})"
-        if may_be_null(expr.left) or may_be_null(expr.right):
-            return f"{_NULL_ARITH[expr.op]}({left}, {right})"
-        return f"({left} {expr.op} {right})"
+        return _arith(expr, var, offset)
     if isinstance(expr, plan.Compare):
-        left = source(expr.left, var, offset)
-        right = source(expr.right, var, offset)
         division = _literal_division(expr.left, var, offset)
         if division is not None and isinstance(expr.right, plan.Literal) and expr.right.value is not None:
             column, value = division
-            return f"({column} is not None and {value} {_CMP_PY[expr.op]} {right})"
+            right = literal(expr.right.value)
+            return f"({column} is not None and {value} {_CMP_PY[expr.op]} {right})", _ATOM
+        left, _ = _source(expr.left, var, offset)
+        right, _ = _source(expr.right, var, offset)
         if may_be_null(expr.left) or may_be_null(expr.right):
-            return f"_ncmp_{_CMP_NAMES[expr.op]}({left}, {right})"
-        return f"({left} {_CMP_PY[expr.op]} {right})"
+            return f"_ncmp_{_CMP_NAMES[expr.op]}({left}, {right})", _ATOM
+        return f"({left} {_CMP_PY[expr.op]} {right})", _ATOM
     if isinstance(expr, plan.BoolOp):
         joiner = " and " if expr.op.lower() == "and" else " or "
-        return "(" + joiner.join(source(o, var, offset) for o in expr.operands) + ")"
+        return "(" + joiner.join(source(o, var, offset) for o in expr.operands) + ")", _ATOM
     if isinstance(expr, plan.Not):
-        return f"(not {source(expr.operand, var, offset)})"
+        return f"(not {source(expr.operand, var, offset)})", _ATOM
     raise TypeError(f"cannot compile expression {expr!r}")
+
+
+def _arith(expr: plan.Arith, var: str, offset: int) -> tuple[str, int]:
+    integer = expr.type.name is plan.TypeName.INTEGER
+    division = _literal_division(expr, var, offset)
+    if division is not None:
+        column, value = division
+        return f"(None if {column} is None else {value})", _ATOM
+    if expr.op in ("/", "%"):
+        left, _ = _source(expr.left, var, offset)
+        right, _ = _source(expr.right, var, offset)
+        helper = ("_idiv" if integer else "_fdiv") if expr.op == "/" else ("_imod" if integer else "_fmod")
+        return f"{helper}({left}, {right})", _ATOM
+    ops, operands = _chain(expr)
+    if any(may_be_null(o) for o in operands):
+        texts = [_source(o, var, offset)[0] for o in operands]
+        if len(ops) == 1:
+            return f"{_NULL_ARITH[ops[0]]}({texts[0]}, {texts[1]})", _ATOM
+        return f"_nchain({''.join(ops)!r}, {', '.join(texts)})", _ATOM
+    text, binding = _source(operands[0], var, offset)
+    for op, operand in zip(ops, operands[1:], strict=True):
+        if op == "*" and binding == _SUM:
+            text = f"({text})"
+        right, right_binding = _source(operand, var, offset)
+        if right_binding <= (_PRODUCT if op == "*" else _SUM):
+            right = f"({right})"
+        text, binding = f"{text} {op} {right}", (_PRODUCT if op == "*" else _SUM)
+    return text, binding
+
+
+def _chain(expr: plan.Arith) -> tuple[list[str], list[plan.Expr]]:
+    """The operators and operands of the left-deep chain of ``+ - *`` at
+    ``expr``: ``((a + b) - c) * d`` is ``["+", "-", "*"], [a, b, c, d]``."""
+    ops: list[str] = []
+    operands: list[plan.Expr] = []
+    node: plan.Expr = expr
+    while isinstance(node, plan.Arith) and node.op in _CHAIN_OPS:
+        ops.append(node.op)
+        operands.append(node.right)
+        node = node.left
+    operands.append(node)
+    ops.reverse()
+    operands.reverse()
+    return ops, operands
 
 
 def _literal_division(expr: plan.Expr, var: str, offset: int) -> tuple[str, str] | None:

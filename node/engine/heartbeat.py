@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from node.cql import plan
 from node.engine import planner
 from node.engine.elements import Element
-from node.engine.engine import BEFORE_TIME, LateInputError
+from node.engine.engine import BEFORE_TIME, EvaluationError, check_order
 from node.engine.operators.base import Operator
 from node.engine.operators.streaming import ScanOp
 from node.engine.ordering import dts_order
@@ -68,9 +68,10 @@ class HeartbeatEngine:
 
     def push(self, name: str, elements: Sequence[Element]) -> None:
         node = self.scans[name]
-        if elements and elements[0][0] <= self.watermark:
-            raise LateInputError(f"input {name}: tuple at ts={elements[0][0]} is not after {self.watermark}")
         assert isinstance(node.op, ScanOp)
+        if elements:
+            pending = node.op.pending
+            check_order(name, elements, self.watermark, pending[-1][0] if pending else None)
         node.op.push(elements)
 
     def _eligible(self, node: _Node) -> int:
@@ -88,6 +89,12 @@ class HeartbeatEngine:
         return any(q and q[0][0] <= limit for q in node.queues)
 
     def advance(self, watermark: int) -> dict[str, list[Element]]:
+        try:
+            return self._advance(watermark)
+        except (ArithmeticError, ValueError) as exc:
+            raise EvaluationError(f"cannot evaluate the program up to instant {watermark}: {exc}") from exc
+
+    def _advance(self, watermark: int) -> dict[str, list[Element]]:
         results: dict[str, list[Element]] = {name: [] for name in self.outputs}
         if watermark <= self.watermark:
             return results

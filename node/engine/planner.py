@@ -11,6 +11,11 @@ that must be fast, and so is a GROUP BY over a partition window on the same
 keys (:class:`~node.engine.operators.partition_aggregate.PartitionAggregateOp`).
 Operators that would compute the same thing from the same inputs are shared
 (:func:`share`).
+
+Operators generate and compile Python code. The CQL parser bounds how deep
+a program nests so that this succeeds; should it still fail (CPython's
+limits on nesting, recursion or memory), :func:`build` reports the query
+whose operator failed as a positioned :class:`CqlError`, not a traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ import dataclasses
 from typing import Any
 
 from node.cql import plan
+from node.cql.cycles import owners
+from node.cql.errors import CqlError
+from node.cql.limits import recursion_headroom
 from node.engine.operators.aggregate import AggregateOp
 from node.engine.operators.base import Operator
 from node.engine.operators.fused import WindowAggregateOp, fusable
@@ -42,11 +50,55 @@ class PhysicalPlan:
     queries: dict[str, Operator]
 
 
+# What compiling generated code can raise for a program it cannot take.
+GENERATION_ERRORS = (SyntaxError, RecursionError, MemoryError, ValueError)
+
+
+class _Failed(Exception):
+    """Generating the operator of ``node`` failed with ``cause``."""
+
+    def __init__(self, node: plan.PlanNode, cause: BaseException) -> None:
+        super().__init__(node, cause)
+        self.node = node
+        self.cause = cause
+
+
+def generation_error(program: plan.Program, query: str, cause: BaseException) -> CqlError:
+    """A failure to generate or compile the code of ``query``, positioned at
+    the query (the engine knows no finer position)."""
+    if isinstance(cause, SyntaxError):
+        reason = cause.msg
+    elif isinstance(cause, RecursionError):
+        reason = "nested too deeply"
+    elif isinstance(cause, MemoryError):
+        reason = "out of memory"
+    else:
+        reason = str(cause)
+    line, column = program.positions.get(query, (1, 1))
+    return CqlError(
+        f"query {query}: cannot generate its code ({reason}); simplify its expressions or split it "
+        "into registered queries",
+        line,
+        column,
+        program.file,
+    )
+
+
 def build(program: plan.Program, *, fuse: bool = True) -> PhysicalPlan:
     """The operators of ``program``; ``fuse=False`` skips the rewrites
-    (fusion, shared operators): the reference tests compare them with."""
-    builder = _Builder(program, fuse)
-    queries = {name: builder.op(root) for name, root in program.queries.items()}
+    (fusion, shared operators): the reference tests compare them with.
+    Raises :class:`CqlError` for a query whose code cannot be generated."""
+    with recursion_headroom():
+        builder = _Builder(program, fuse)
+        queries: dict[str, Operator] = {}
+        for name, root in program.queries.items():
+            try:
+                queries[name] = builder.op(root)
+            except _Failed as exc:
+                owner = owners(program).get(exc.node, name)
+                raise generation_error(program, owner, exc.cause) from exc.cause
+            except GENERATION_ERRORS as exc:
+                raise generation_error(program, name, exc) from exc
     operators = builder.operators
     if fuse:
         operators = share(operators, queries)
@@ -202,7 +254,10 @@ class _Builder:
         existing = self.made.get(id(node))
         if existing is not None:
             return existing
-        op, inputs = self._create(node)
+        try:
+            op, inputs = self._create(node)
+        except GENERATION_ERRORS as exc:
+            raise _Failed(node, exc) from exc
         self._register(node, op)
         op.children = [self.op(c) if isinstance(c, plan.PlanNode) else c for c in inputs]
         return op

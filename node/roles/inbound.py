@@ -7,10 +7,17 @@ stage's current one are refused (fencing); a stream from a newer epoch
 closes the older ones. A gap closes the stream with OUT_OF_RANGE, so the
 producer reconnects and starts where we are (with a resync point if it no
 longer has those rows).
+
+A frame whose rows cannot be decoded, whose timestamps decrease or that
+goes back below the edge's watermark is refused whole: the session logs it
+(edge, sender), counts it in ``semiactive_frames_refused_total`` and closes
+that stream with INVALID_ARGUMENT, which the sender reports and stops on.
+Other streams, and the node, go on.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Protocol
 
@@ -18,14 +25,16 @@ import grpc
 
 from ha.resync import ResyncPoint
 from ha.views import ViewTable
-from node.codec import RowCodec
+from node.codec import CodecError, RowCodec
 from node.engine.elements import Element
 from node.messages import point_from_pb, point_to_pb
 from node.metrics import NodeMetrics
-from node.sections.input import SeqGapError
+from node.sections.input import RowOrderError, SeqGapError
 from node.transport import InboundStream, Rejected
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 
 class Receiver(Protocol):
@@ -106,9 +115,14 @@ class InboundEdgeSession:
             batch = frame.batch
             next_seq = self.next_seq
             skip = next_seq - batch.first_seq
-            rows = (
-                self.codec.decode(batch.rows, batch.first_seq, batch.count) if 0 <= skip < batch.count else []
-            )
+            try:
+                rows = (
+                    self.codec.decode(batch.rows, batch.first_seq, batch.count)
+                    if 0 <= skip < batch.count
+                    else []
+                )
+            except CodecError as exc:
+                raise self._refuse(stream, "undecodable", str(exc)) from None
             if skip < 0 and batch.count:
                 raise Rejected(
                     grpc.StatusCode.OUT_OF_RANGE,
@@ -120,6 +134,8 @@ class InboundEdgeSession:
                 )
             except SeqGapError as exc:
                 raise Rejected(grpc.StatusCode.OUT_OF_RANGE, str(exc)) from None
+            except RowOrderError as exc:
+                raise self._refuse(stream, exc.reason, str(exc)) from None
             if new:
                 self.metrics.tuples_in.labels(self.edge.id).inc(new)
             if batch.count > new:
@@ -132,6 +148,13 @@ class InboundEdgeSession:
         else:
             raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unexpected {body} frame")
         await self.receiver.received()
+
+    def _refuse(self, stream: InboundStream, reason: str, detail: str) -> Rejected:
+        """A bad frame: logged, counted, and the stream's closing status."""
+        sender = stream.hello.sender
+        log.warning("refused a frame on edge %s from %s (%s): %s", self.edge.id, sender, reason, detail)
+        self.metrics.frames_refused.labels(self.edge.id, reason).inc()
+        return Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"frame refused ({reason}): {detail}")
 
     def ack(self, seq: int, point: ResyncPoint | None, epoch: int) -> None:
         """Level-0 and Level-1 on the data streams (secondaries' backup

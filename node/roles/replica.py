@@ -243,9 +243,20 @@ class ReplicaRole:
 
     def on_notice(self, notice: pb.AckNotice, point: ResyncPoint | None) -> None:
         """A consumer's Level-0 (and point) reaching us as its producer's
-        secondary: trim the output queue."""
-        consumer = notice.edge.split("->", 1)[1]
-        if self.views.stale(consumer, notice.epoch) or notice.edge not in self.replica.log.edges:
+        secondary: trim the output queue. A notice for an edge that is not
+        one of this stage's outputs (malformed, or another stage's) is
+        refused with a log line: it must never raise in the Ack handler."""
+        edge = next((e for e in self.stage.outputs if e.id == notice.edge), None)
+        if edge is None or notice.edge not in self.replica.log.edges:
+            log.warning(
+                "%s: refused an ack notice from %s for edge %r: not an output edge of stage %s",
+                self.node,
+                notice.sender or "?",
+                notice.edge,
+                self.stage.name,
+            )
+            return
+        if self.views.stale(edge.consumer, notice.epoch):
             return
         self.replica.acknowledged(notice.edge, notice.seq, point)
 

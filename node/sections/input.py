@@ -10,12 +10,18 @@ translates a position back to per-edge seqs for Level-1 acknowledgements.
 
 In ``exact`` mode (protected stages) only rows up to the watermark are handed
 on, so that "processed up to position p" is a state both replicas can reach.
+
+An edge's new rows must come in non-decreasing ts order and after the
+watermark it already received (which said the edge was complete up to it):
+a batch that breaks this is refused whole (:class:`RowOrderError`) before it
+changes anything, since the engine would compute wrong windows from it.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -24,10 +30,20 @@ from node.engine.elements import Element
 
 NEVER = -(2**62)
 FOREVER = 2**62
+_TS = operator.itemgetter(0)
 
 
 class SeqGapError(ValueError):
     """Rows after a gap: the producer skipped rows this input needs."""
+
+
+class RowOrderError(ValueError):
+    """New rows out of ts order (``reason`` "ts_decreasing") or at or below
+    the edge's watermark ("ts_below_watermark")."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -42,6 +58,7 @@ class EdgeInput:
     received: int = 0
     duplicates: int = 0
     handed: int = 0  # last seq handed to the operator section
+    last_ts: int = NEVER  # ts of the last new row received
     pending: deque[Element] = field(default_factory=deque)
 
     def accept(self, first_seq: int, count: int, rows: bytes, watermark: int, eos: bool) -> int:
@@ -63,7 +80,10 @@ class EdgeInput:
         if count:
             skip = self.next_seq - first_seq
             if skip < count:
-                self.pending.extend(rows[skip:] if skip > 0 else rows)
+                fresh = rows[skip:] if skip > 0 else rows
+                self._check_order(fresh)
+                self.pending.extend(fresh)
+                self.last_ts = fresh[-1][0]
                 new = count - max(skip, 0)
                 self.next_seq = first_seq + count
             self.duplicates += min(max(skip, 0), count)
@@ -78,6 +98,23 @@ class EdgeInput:
             self.end_of_stream = True
         return new
 
+    def _check_order(self, rows: list[Element]) -> None:
+        first = rows[0][0]
+        if first <= self.watermark:
+            raise RowOrderError(
+                f"edge {self.edge}: row at ts {first} is at or below the watermark {self.watermark} "
+                "the edge already received",
+                "ts_below_watermark",
+            )
+        stamps = [self.last_ts, *map(_TS, rows)]
+        if any(map(operator.gt, stamps, stamps[1:])):
+            at = next(i for i in range(1, len(stamps)) if stamps[i] < stamps[i - 1])
+            raise RowOrderError(
+                f"edge {self.edge}: row at ts {stamps[at]} comes after one at ts {stamps[at - 1]} "
+                "(timestamps must not decrease)",
+                "ts_decreasing",
+            )
+
     @property
     def last_seq(self) -> int:
         return self.next_seq - 1
@@ -88,6 +125,7 @@ class EdgeInput:
         self.handed = next_seq - 1
         self.pending.clear()
         self.watermark = NEVER
+        self.last_ts = NEVER
         self.end_of_stream = False
 
 

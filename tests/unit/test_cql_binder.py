@@ -690,12 +690,6 @@ ERRORS = [
         "duplicate output column name 'a' (also at line 4, column 8); give the columns distinct",
     ),
     ("SELECT a, b AS a FROM s", 1, 11, "duplicate output column name 'a'"),
-    (
-        "SELECT * FROM s [Now], r",
-        1,
-        8,
-        "duplicate output column name 'a'; give the columns distinct names with AS",
-    ),
     ("SELECT a + 1, 2 AS expr1 FROM s", 1, 15, "duplicate output column name 'expr1'"),
     ("SELECT sum(a), sum(a) FROM s", 1, 16, "duplicate output column name 'sum_a'"),
     # registration

@@ -126,7 +126,7 @@ def test_merge_order_does_not_depend_on_arrival_batches() -> None:
     a_rows, b_rows = [(1, 1), (2, 2), (2, 3), (4, 4)], [(2, 5), (2, 6), (3, 7), (4, 8)]
     one = run([("A", 1, a_rows, 4), ("B", 1, b_rows, 4)])
     other = run(
-        [("B", 1, b_rows[:1], 2), ("A", 1, a_rows[:3], 3), ("B", 2, b_rows[1:], 4), ("A", 4, a_rows[3:], 4)]
+        [("B", 1, b_rows[:1], 1), ("A", 1, a_rows[:3], 3), ("B", 2, b_rows[1:], 4), ("A", 4, a_rows[3:], 4)]
     )
     assert one == other
     assert [r[3] for r in one] == [1, 2, 3, 5, 6, 7, 4, 8]

@@ -56,6 +56,16 @@ def exact_add(partials: list[float], x: float) -> None:
     partials[i:] = [x]
 
 
+def exact_sum(partials: Sequence[float]) -> float:
+    """The sum kept by :func:`exact_add`, rounded once (``math.fsum``).
+    Partials that overflowed, or infinities of both signs, make ``fsum``
+    raise; the sum is then NaN (NULL on the wire), not a crash."""
+    try:
+        return math.fsum(partials)
+    except (OverflowError, ValueError):
+        return math.nan
+
+
 class _Reversed:
     """Orders values descending, for a max-heap of any comparable type."""
 
@@ -234,7 +244,7 @@ class GroupCode:
         self.init = "".join(f", {x}" for x in init)
         self.flush = _FLUSH.format(head=head, results=", ".join(results))
         self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
-        self.namespace.update(_exact_add=exact_add, _fsum=math.fsum, _MinMaxAcc=MinMaxAcc)
+        self.namespace.update(_exact_add=exact_add, _fsum=exact_sum, _MinMaxAcc=MinMaxAcc)
 
     def arrival(self) -> str:
         """Apply element ``e`` to the group of key ``k`` (leaves it in ``g``)."""

@@ -1,0 +1,56 @@
+"""Ack notices (a consumer's Level-0/Level-1 relayed to its producer's
+secondary) name an edge; one that is malformed or not an output of the
+stage is refused with a log line, never an exception in the Ack handler."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from ha.replica import Mode
+from ha.resync import ResyncPoint
+from ha.views import ViewTable
+from node.events import EventLog
+from node.metrics import NodeMetrics
+from node.peers import Peers
+from node.roles.replica import ReplicaRole
+from semiactive.wire import dataplane_pb2 as pb
+from tests.unit.ha_harness import build_topology
+
+
+@pytest.fixture
+def role(tmp_path: Path) -> ReplicaRole:
+    topology = build_topology(tmp_path, ["REGISTER QUERY s1 AS SELECT id, val FROM s0 WHERE val > 1"])
+    stage = topology.stages["stage-1"]
+    return ReplicaRole(
+        "sec-1",
+        stage,
+        topology,
+        ViewTable(),
+        Peers({}),
+        NodeMetrics("sec-1", stage.name, "secondary"),
+        EventLog("sec-1", None),
+        Mode.SECONDARY,
+    )
+
+
+@pytest.mark.parametrize("edge", ["", "garbage", "->", "stage-9->sink", "node-0->stage-1", "stage-1->"])
+def test_a_notice_for_a_malformed_or_unknown_edge_is_refused_with_a_log_line(
+    role: ReplicaRole, edge: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    notice = pb.AckNotice(edge=edge, sender="sink", epoch=0, seq=5)
+    with caplog.at_level(logging.WARNING, logger="node.roles.replica"):
+        role.on_notice(notice, None)
+    assert f"refused an ack notice from sink for edge {edge!r}" in caplog.text
+    assert all(c.acked == 0 for c in role.replica.log.edges.values())
+
+
+def test_a_notice_for_an_output_edge_is_applied(role: ReplicaRole) -> None:
+    (edge,) = role.stage.outputs
+    role.on_notice(pb.AckNotice(edge=edge.id, sender="sink", epoch=0, seq=5), None)
+    point = ResyncPoint(position=7, out_seq=7, cut_position=8, edge_cut={edge.id: 8})
+    role.on_notice(pb.AckNotice(edge=edge.id, sender="sink", epoch=0, seq=7), point)
+    cursors = role.replica.log.edges[edge.id]
+    assert cursors.acked == 7 and cursors.point == point
