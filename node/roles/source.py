@@ -25,7 +25,16 @@ from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
 from node.outbound import Outbound
-from node.sources import Phase, RateSchedule, SourceDataError, SyntheticSource, convert, read_rows
+from node.sources import (
+    TS_MAX,
+    TS_MIN,
+    Phase,
+    RateSchedule,
+    SourceDataError,
+    SyntheticSource,
+    convert,
+    read_rows,
+)
 from semiactive.config import SourceConfig
 
 log = logging.getLogger(__name__)
@@ -186,6 +195,8 @@ class SourceRole:
                 raise SourceDataError(f"{where}: missing ts") from None
             except (TypeError, ValueError):
                 raise SourceDataError(f"{where}: ts must be an integer") from None
+            if not TS_MIN <= ts <= TS_MAX:
+                raise SourceDataError(f"{where}: ts {ts} is out of range [{TS_MIN}, {TS_MAX}]")
             try:
                 values = [convert(_text(row[c.name]), c, where) for c in self.schema.columns]
             except KeyError as exc:
@@ -196,6 +207,10 @@ class SourceRole:
                 )
             seq += 1
             elements.append((ts, seq, 1, *values))
+        if watermark is not None and not (
+            max(floor, elements[-1][0] - 1 if elements else floor) <= watermark <= TS_MAX
+        ):
+            raise SourceDataError(f"watermark {watermark} goes back in time or is out of range")
         mark = watermark if watermark is not None else (elements[-1][0] - 1 if elements else self.watermark)
         self._emit(elements, mark)
         if eos:

@@ -332,6 +332,11 @@ def test_ingest_rows_pushed_over_grpc(ingest_cluster: Nodes) -> None:
         ),
         (_batch([{"ts": last_ts - 5, "sensor": "s1", "temp": 1}]), f"row 0: ts {last_ts - 5} is not after"),
         (pb.IngestBatch(rows=["[1, 2]"]), "row 0: expected a JSON object"),
+        (
+            _batch([{"ts": 2**70, "sensor": "s1", "temp": 1}]),
+            "row 0: ts 1180591620717411303424 is out of range",
+        ),
+        (_batch([{"ts": last_ts + 2, "sensor": "s1", "temp": 1}], watermark=3), "goes back in time"),
     ]
     for batch, message in bad_batches:
         with pytest.raises(grpc.RpcError) as err:
