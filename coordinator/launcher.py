@@ -231,7 +231,7 @@ class Cluster:
                     "stage": p.stage,
                     "pid": p.popen.pid if p.popen else None,
                     "restarts": p.restarts,
-                    "ports": {"grpc": p.port, "metrics": p.metrics_port},
+                    "ports": {"grpc": p.port, **({"metrics": p.metrics_port} if p.metrics_port else {})},
                 }
                 for p in self.processes.values()
             ],

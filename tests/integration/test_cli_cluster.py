@@ -69,14 +69,15 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
         "node-0": "source",
         "node-1": "primary",
         "sink": "sink",
+        "coordinator": "coordinator",
     }
     ports = set()
     for p in processes.values():
         assert isinstance(p["pid"], int) and p["pid"] > 0
         assert not _alive(p["pid"]), f"{p['name']} still runs"
-        assert set(p["ports"]) == {"grpc", "metrics"}
+        assert set(p["ports"]) == ({"grpc"} if p["role"] == "coordinator" else {"grpc", "metrics"})
         ports |= set(p["ports"].values())
-    assert len(ports) == 6 and all(1024 <= port <= 65535 for port in ports)
+    assert len(ports) == 7 and all(1024 <= port <= 65535 for port in ports)
 
     for name in processes:
         assert (run_dir / "logs" / f"{name}.log").is_file()

@@ -41,7 +41,8 @@ def _stage(state: dict[str, Any], name: str) -> dict[str, Any]:
 def test_the_coordinator_killed_mid_run_loses_nothing_and_is_rebuilt_from_the_reports(tmp_path: Path) -> None:
     config_path = protected_chain(tmp_path, AGGREGATE)
     run_dir = tmp_path / "run"
-    launcher = start_launcher(config_path, run_dir, duration=8)
+    # Long enough for the restarted coordinator to start (seconds on a loaded machine).
+    launcher = start_launcher(config_path, run_dir, duration=14)
     try:
         # The coordinator dies, and stage-2's primary 100 ms later: the
         # takeover must not need the coordinator.
@@ -49,7 +50,7 @@ def test_the_coordinator_killed_mid_run_loses_nothing_and_is_rebuilt_from_the_re
         assert nemesis.returncode == 0, nemesis.stderr
         # The launcher restarts the coordinator; from the nodes' reports it
         # learns the takeover and re-protects stage-2 with a spare.
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         state = None
         while time.monotonic() < deadline:
             state = _status(run_dir)
