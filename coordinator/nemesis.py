@@ -119,12 +119,15 @@ class Nemesis:
             self._write({**record, "t": time.time(), "skipped": "not running"})
             return
         sig = signal.SIGKILL if fault.kind is FaultKind.KILL else signal.SIGSTOP
+        # Stamped before the signal: taken after, it could fall behind the
+        # failure's own detection when this process is descheduled.
+        at = time.time()
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            self._write({**record, "t": time.time(), "skipped": "not running"})
+            self._write({**record, "t": at, "skipped": "not running"})
             return
-        self._write({**record, "t": time.time(), "duration": fault.duration})
+        self._write({**record, "t": at, "duration": fault.duration})
         if fault.kind is FaultKind.STOP:
             heapq.heappush(self._resume, (time.monotonic() + fault.duration, pid, fault.node))
 

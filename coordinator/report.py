@@ -175,12 +175,20 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
     arrivals = _arrival_times(telemetry)
     emitted_until = _emission_end(run_dir)
     injected = fault_records(run_dir)
+    primaries = _primary_timeline(topology, events)
     for i, record in enumerate(injected):
         # A detection belongs to the latest fault of its node before it: a
-        # freeze too short to be noticed must not take a later kill's.
+        # freeze too short to be noticed must not take a later kill's, nor
+        # one that ended more than a second before.
         later = [float(r["injected_at"]) for r in injected[i + 1 :] if r["node"] == record["node"]]
         until = min(later, default=math.inf)
-        report.faults.append(_fault(record, events, arrivals, until, emitted_until))
+        if record["kind"] == "stop" and record.get("duration"):
+            until = min(until, float(record["injected_at"]) + float(record["duration"]) + FREEZE_SLACK_S)
+        # ...and concerns the stage the node was primary of when it was hit
+        # (a node restarted since may serve, and fail, as another stage's;
+        # a secondary or a spare hit has nothing to detect).
+        served = _primary_of(primaries, record["node"], float(record["injected_at"]))
+        report.faults.append(_fault(record, events, arrivals, until, emitted_until, served))
     first_fault = min((float(r["injected_at"]) for r in injected), default=None)
     report.bandwidth = _bandwidth(topology, telemetry, until=first_fault)
     report.bandwidth_window = "before the first fault" if first_fault is not None else "whole run"
@@ -235,12 +243,34 @@ def _emission_end(run_dir: Path) -> float | None:
     return max(ends, default=None)
 
 
+FREEZE_SLACK_S = 1.0  # a freeze is detected within the failure timeout of it
+
+
+def _primary_timeline(topology: Topology, events: list[dict[str, Any]]) -> dict[str, list[tuple[float, str]]]:
+    """Per stage, (time, node) each time its primary changed: the config's
+    at the start, then every takeover."""
+    timeline = {s.name: [(-math.inf, s.primary)] for s in topology.stages.values() if s.role == "stage"}
+    for e in events:
+        if e["event"] == "takeover" and e.get("stage") in timeline:
+            timeline[e["stage"]].append((float(e["t"]), e["node"]))
+    return timeline
+
+
+def _primary_of(timeline: dict[str, list[tuple[float, str]]], node: str, at: float) -> str | None:
+    for stage, changes in timeline.items():
+        current = [n for t, n in changes if t <= at]
+        if current and current[-1] == node:
+            return stage
+    return None
+
+
 def _fault(
     record: dict[str, Any],
     events: list[dict[str, Any]],
     arrivals: list[float],
     until: float,
     emitted_until: float | None,
+    stage: str | None = None,
 ) -> FaultResult:
     at = float(record["injected_at"])
     result = FaultResult(
@@ -252,6 +282,8 @@ def _fault(
             for e in events
             if e["event"] == "failure_detected"
             and e.get("primary") == record["node"]
+            and stage is not None
+            and e.get("stage", stage) == stage
             and at <= float(e["t"]) < until
         ),
         None,

@@ -60,3 +60,29 @@ def test_a_freeze_too_short_to_notice_does_not_take_a_later_kills_detection(tmp_
         ("node-2", "kill", 10, 20.0),
         ("node-1", "kill", 20, 15.0),
     ]
+
+
+def test_a_detection_of_another_stage_or_after_a_freeze_ended_is_not_that_faults(tmp_path: Path) -> None:
+    """Seen in a nemesis campaign: node-5, sec of select-1 in chaos-chain, is
+    killed; restarted, it later serves sum-2 and is (spuriously) detected
+    there: not the kill's detection. And a freeze of node-1 resumed after
+    0.4 s is not detected 2.5 s later by the kill it did not cause."""
+    faults = [
+        {"node": "node-5", "kind": "kill", "at": 1.0, "injected_at": T0 + 1.0},
+        {"node": "node-1", "kind": "stop", "at": 1.0, "duration": 0.4, "injected_at": T0 + 1.0},
+    ]
+    events = [
+        {"t": T0 + 3.0, "node": "node-4", "event": "takeover", "stage": "sum-2"},
+        {"t": T0 + 5.0, "node": "node-6", "event": "failure_detected", "stage": "sum-2", "primary": "node-5"},
+        {
+            "t": T0 + 3.5,
+            "node": "node-5",
+            "event": "failure_detected",
+            "stage": "select-1",
+            "primary": "node-1",
+        },
+    ]
+    assert _analyse(_run_dir(tmp_path, faults, events)) == [
+        ("node-5", "kill", None, None),
+        ("node-1", "stop", None, None),
+    ]
