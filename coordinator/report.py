@@ -214,7 +214,7 @@ def fault_records(run_dir: Path) -> list[dict[str, Any]]:
     for r in nemesis:
         records.append(
             {"node": r["node"], "kind": r["kind"], "at": float(r["t"]) - t0, "injected_at": float(r["t"])}
-            | {"origin": "nemesis", "pid": r.get("pid")}
+            | {"origin": "nemesis", "pid": r.get("pid"), "duration": float(r.get("duration") or 0.0)}
         )
     for e in _jsonl(telemetry / "events-launcher.jsonl"):
         if e["event"] not in OBSERVED:
