@@ -95,6 +95,11 @@ class Nemesis:
             doc = read_cluster(self.run_dir)
             if doc is not None and isinstance(doc.get("t0_unix"), int | float):
                 return float(doc["t0_unix"])
+            launcher = doc.get("launcher_pid") if doc is not None else None
+            if isinstance(launcher, int) and not runs(launcher, LAUNCHER):
+                raise NemesisError(
+                    f"the run in {self.run_dir} ended before it started (its launcher is gone)"
+                )
             time.sleep(0.02)
         raise NemesisError(f"no started run in {self.run_dir} after {timeout:.0f} s (cluster.json, t0_unix)")
 

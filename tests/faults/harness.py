@@ -120,5 +120,5 @@ def run_with_nemesis(
         nemesis = semiactive("nemesis", str(run_dir), *faults, timeout=120)
     finally:
         result = finish(launcher, run_dir)
-    assert nemesis.returncode == 0, nemesis.stderr
+    assert nemesis.returncode == 0, nemesis.stderr + "\n" + result.stderr
     return result, json.loads((run_dir / "telemetry" / "report.json").read_text())

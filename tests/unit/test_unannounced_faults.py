@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.faults import Fault, FaultKind
-from coordinator.nemesis import Nemesis, read_history, runs
+from coordinator.nemesis import Nemesis, NemesisError, read_history, runs
 from coordinator.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
 from coordinator.report import analyse
 from coordinator.supervision import ProcessWatch, process_state
@@ -255,3 +255,13 @@ def test_an_exit_the_launcher_caused_is_not_a_fault(tmp_path: Path, victim: subp
     victim.kill()
     victim.wait()
     assert ProcessWatch(EventLog("launcher", tmp_path)).observe([Killed()]) == []
+
+
+def test_the_nemesis_gives_up_on_a_run_whose_launcher_is_gone(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass", "cluster", "up"])
+    gone.wait()
+    (tmp_path / "cluster.json").write_text(json.dumps({"t0_unix": None, "launcher_pid": gone.pid}))
+    started = time.monotonic()
+    with pytest.raises(NemesisError, match="ended before it started"):
+        Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=30)
+    assert time.monotonic() - started < 5
