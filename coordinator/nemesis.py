@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.faults import Fault, FaultKind, parse_fault_specs
+from coordinator.supervision import process_state
 from semiactive.config import ConfigError
 
 LAUNCHER = "launcher"
@@ -66,10 +67,9 @@ def runs(pid: int, node: str) -> bool:
     recycled by the kernel for another program must not be signalled."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+    except OSError:
         return False
-    if state == "Z":
+    if process_state(pid) in (None, "Z"):
         return False
     args = [a.decode(errors="replace") for a in cmdline]
     if node == LAUNCHER:

@@ -27,7 +27,7 @@ import grpc
 
 from coordinator.control import REPORT_INTERVAL_S, Coordinator
 from node.events import EventLog
-from node.main import LAUNCHER_CHECK_S, LAUNCHER_PID_ENV, addresses_from
+from node.main import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
 from node.messages import view_to_pb
 from node.transport import GRPC_OPTIONS
 from semiactive import config as config_mod
@@ -143,8 +143,7 @@ async def serve(
 
 async def _watch_launcher(pid: int) -> None:
     """Started by ``cluster up``: end with it (no orphan holding its port)."""
-    while os.getppid() == pid:
-        await asyncio.sleep(LAUNCHER_CHECK_S)
+    await until_launcher_gone(pid)
     log.warning("the launcher (pid %d) is gone: stopping", pid)
 
 

@@ -25,6 +25,12 @@ LAUNCHER_PID_ENV = "SEMIACTIVE_LAUNCHER_PID"
 LAUNCHER_CHECK_S = 0.5
 
 
+async def until_launcher_gone(pid: int) -> None:
+    """Return once the process was orphaned: its parent, the launcher, is gone."""
+    while os.getppid() == pid:
+        await asyncio.sleep(LAUNCHER_CHECK_S)
+
+
 def addresses_from(
     topology: topology_mod.Topology, endpoints_file: Path | None
 ) -> tuple[dict[str, str], dict[str, int]]:
@@ -91,8 +97,7 @@ def run_node(
         raise ConfigError(str(exc), config) from None
 
     async def watch_launcher(pid: int) -> None:
-        while os.getppid() == pid:
-            await asyncio.sleep(LAUNCHER_CHECK_S)
+        await until_launcher_gone(pid)
         logging.getLogger(__name__).warning("the launcher (pid %d) is gone: draining, then stopping", pid)
         daemon.stop(True, False)
 
