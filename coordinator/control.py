@@ -8,7 +8,9 @@ broadcasts its view. The coordinator does what needs a global picture:
   with the newest one (a primary that was frozen learns it was replaced);
 - re-protect: a protected stage left without a secondary that serves it
   gets a spare as its new secondary, which bootstraps from its producers'
-  retained logs (and takes over if the primary is gone too).
+  retained logs (and takes over if the primary is gone too);
+- tune: for every edge into an ``asas`` stage, a batch-size tuner decides B
+  from the measurements the nodes report (:mod:`coordinator.adaptive_backup`).
 
 Everything it knows comes from the nodes' reports (role, stage, views) and
 from probes of nodes that stopped reporting: a port that refuses
@@ -25,6 +27,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from coordinator.adaptive_backup import AdaptiveBackup
 from ha.views import StageView
 from node.events import EventLog
 from node.messages import view_from_pb
@@ -88,6 +91,7 @@ class Coordinator:
             for s in topology.stages.values()
             if s.config is not None and s.config.ha.mode == "sas"
         }
+        self.tuning = AdaptiveBackup(topology, events)
 
     # -- what the nodes say -------------------------------------------------------------
 
@@ -126,7 +130,12 @@ class Coordinator:
             current = self.views.get(view.stage)
             if current is None or (view.epoch, view.version) > (current.epoch, current.version):
                 self.views[view.stage] = view
+        self.tuning.observe(status, now)
         return self.newer_than_held(record)
+
+    def batch_sizes_for(self, status: cpb.NodeStatus) -> dict[str, int]:
+        """A-SAS: the B of each edge into an asas stage this node produces on."""
+        return self.tuning.batch_sizes_for(status)
 
     def newer_than_held(self, record: NodeRecord) -> list[StageView]:
         out = []
@@ -165,6 +174,10 @@ class Coordinator:
     def step(self, now: float) -> None:
         if self.reprotect and now - self.started >= WARMUP_S:
             self._reprotect(now)
+
+    def tune(self, now: float) -> None:
+        """Run the A-SAS tuners whose interval has passed."""
+        self.tuning.step(now)
 
     def _reprotect(self, now: float) -> None:
         """Give every protected stage without a serving secondary a spare as
@@ -240,6 +253,9 @@ class Coordinator:
             elif stage.role != "stage":
                 row.primary = stage.primary
             row.batch_size = self.batch_sizes.get(stage.name, 0)
+            for tuning in self.tuning.stage_states(stage.name):
+                row.tuning.append(tuning)
+                row.batch_size = max(row.batch_size, tuning.batch_size)
         for name, record in sorted(self.nodes.items()):
             age = now - record.reported_at if record.reported_at is not None else -1.0
             state.nodes.add(

@@ -54,7 +54,9 @@ class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
             log.warning("report refused: %s", problem)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         views = self.coordinator.on_report(request.status, request.address, time.monotonic())
-        return cdpb.ReportReply(views=[view_to_pb(v) for v in views])
+        return cdpb.ReportReply(
+            views=[view_to_pb(v) for v in views], batch_sizes=self.coordinator.batch_sizes_for(request.status)
+        )
 
     async def ClusterState(self, request: pb.Empty, context: object) -> cdpb.ClusterStatus:
         return self.coordinator.cluster_state(time.monotonic())
@@ -93,6 +95,20 @@ async def control_loop(coordinator: Coordinator) -> None:
             coordinator.events.emit("coordinator_error", error=repr(exc))
 
 
+async def tuning_loop(coordinator: Coordinator) -> None:
+    """A-SAS: every tuning interval, the tuners that are due decide."""
+    interval = coordinator.tuning.interval_s
+    if not interval:
+        return
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            coordinator.tune(time.monotonic())
+        except Exception as exc:  # keep tuning the other edges; say what went wrong
+            log.exception("batch-size tuning failed")
+            coordinator.events.emit("coordinator_error", error=repr(exc))
+
+
 def known_addresses(topology: topology_mod.Topology, endpoints: Path | None) -> dict[str, str]:
     """Where each node listens, for probing the silent ones: from the
     endpoints file or the config; a node not listed there is known by the
@@ -126,6 +142,8 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     tasks = [asyncio.create_task(control_loop(coordinator)), asyncio.create_task(stop.wait())]
+    if coordinator.tuning.edges:
+        tasks.append(asyncio.create_task(tuning_loop(coordinator)))
     launcher = os.environ.get(LAUNCHER_PID_ENV, "")
     if launcher.isdigit():
         tasks.append(asyncio.create_task(_watch_launcher(int(launcher))))

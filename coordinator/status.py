@@ -1,6 +1,8 @@
 """``semiactive status``: what the coordinator knows of a running cluster,
 as a table or as JSON: every stage (primary, secondary, epoch, mode, batch
-size, protected or not) and every node (role, liveness, last report)."""
+size, protected or not), for A-SAS every tuned edge (B, the estimates BW*
+and R* against their limits, the measured backup bandwidth) and every node
+(role, liveness, last report)."""
 
 from __future__ import annotations
 
@@ -54,6 +56,32 @@ def describe(state: cdpb.ClusterStatus) -> str:
         lines.append(
             f"{s.stage:<14}{s.mode:<6}{s.primary:<12}{secondary:<12}{s.epoch:>6}{batch:>7}  {protection}"
         )
+    tuned = [(s.stage, t) for s in state.stages for t in s.tuning]
+    if tuned:
+        lines += ["", "A-SAS (BW* eq. 2 and R* eq. 3 at the B measured under, against the limits)"]
+        lines.append(
+            f"{'edge':<24}{'tuner':<11}{'B':>6}{'BW* B/s':>10}{'max':>9}{'R* ms':>8}{'max':>6}{'sent':>10}"
+        )
+        for _, t in tuned:
+            if t.measured:
+                bw = f"{t.bw_estimate_bytes_per_s:>10.0f}{t.bw_max_bytes_per_s:>9.0f}"
+                rec = f"{t.recovery_estimate_s * 1000:>8.1f}{t.recovery_max_s * 1000:>6.0f}"
+                over = [
+                    n
+                    for n, o in (
+                        ("BW", t.bw_estimate_bytes_per_s > t.bw_max_bytes_per_s),
+                        ("R", t.recovery_estimate_s > t.recovery_max_s),
+                    )
+                    if o
+                ]
+                note = f"  over: {', '.join(over)}" if over else ""
+            else:
+                bw = f"{'?':>10}{t.bw_max_bytes_per_s:>9.0f}"
+                rec = f"{'?':>8}{t.recovery_max_s * 1000:>6.0f}"
+                note = "  (measuring)"
+            lines.append(
+                f"{t.edge:<24}{t.tuner:<11}{t.batch_size:>6}{bw}{rec}{t.backup_bytes_per_s:>10.0f}{note}"
+            )
     lines += ["", f"{'node':<12}{'role':<11}{'stage':<14}{'liveness':<9}last report"]
     for n in state.nodes:
         age = f"{n.last_report_s:.1f} s ago" if n.last_report_s >= 0 else "never"

@@ -33,6 +33,9 @@ class EdgeCursors:
     batch_size: int = UNBOUNDED  # B; 1 for AS, UNBOUNDED for UB / no backup
     dropped_unsent: int = 0  # rows released before being shipped (SAS saving)
     shipped: int = 0  # rows shipped to the secondary
+    batches: int = 0  # backup batches shipped (A-SAS's B_send counts these)
+    cuts: int = 0  # Level-1 cuts that advanced
+    uncut_rows: int = 0  # sum over those cuts of the rows that waited for them
     acked: int = 0  # the consumer's Level-0: it has every seq up to here
     point: ResyncPoint | None = None  # the consumer's latest Level-1 point
 
@@ -144,6 +147,8 @@ class OutputLog:
         if cut <= cursors.cut:
             return
         cut = min(cut, self.head + 1)
+        cursors.cuts += 1
+        cursors.uncut_rows += self.head - cursors.cut + 1
         cursors.cut = cut
         if cursors.backed_up < cut - 1:
             cursors.dropped_unsent += cut - 1 - cursors.backed_up
@@ -162,6 +167,7 @@ class OutputLog:
         rows = self.get(first, self.head)
         cursors.backed_up = self.head
         cursors.shipped += len(rows)
+        cursors.batches += 1
         return first, rows
 
     def unsent(self, edge: str) -> int:

@@ -28,7 +28,7 @@ from ha.resync import ResyncPoint, Snapshot, SnapshotLog
 from node.codec import RowCodec
 from node.engine.elements import Element
 from node.sections.input import EdgeInput, InputSection
-from node.sections.operator import OperatorSection
+from node.sections.operator import CostSchedule, OperatorSection
 from semiactive.topology import Stage
 
 
@@ -40,10 +40,10 @@ class Mode(enum.Enum):
 
 def batch_size(mode: str, configured: int) -> int:
     """The backup batch size B a consumer's HA mode asks of its producers:
-    AS ships every row (1), SAS ``configured`` rows, UB and none nothing."""
+    AS ships every row (1), SAS ``configured`` rows (A-SAS: its initial B), UB and none nothing."""
     if mode == "as":
         return 1
-    if mode == "sas":
+    if mode in ("sas", "asas"):
         return configured
     return UNBOUNDED
 
@@ -79,7 +79,8 @@ class StageReplica:
         assert stage.program is not None and stage.output is not None and stage.config is not None
         edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
         self.inputs = InputSection(edges, exact=True)
-        self.operator = OperatorSection(stage.program, stage.output, stage.config.cost_ms, lineage=True)
+        cost = CostSchedule(stage.config.cost_ms, [(p.at_s, p.cost_ms) for p in stage.config.cost_schedule])
+        self.operator = OperatorSection(stage.program, stage.output, cost, lineage=True)
         self.snapshots = SnapshotLog()
 
     # -- input ------------------------------------------------------------------------

@@ -30,7 +30,12 @@ def consumer_batch_sizes(topology: Topology, producer: Stage) -> dict[str, int]:
     sizes = {}
     for edge in producer.outputs:
         consumer = topology.stages[edge.consumer]
-        configured = consumer.config.ha.batch_size if consumer.config is not None else UNBOUNDED
+        if consumer.config is None:
+            configured = UNBOUNDED
+        elif consumer.config.ha.mode == "asas":
+            configured = consumer.config.ha.initial_batch_size
+        else:
+            configured = consumer.config.ha.batch_size
         sizes[edge.id] = batch_size(ha_mode(consumer), configured)
     return sizes
 
@@ -40,8 +45,8 @@ def data_target(views: ViewTable, edge: Edge) -> str:
 
 
 def backup_target(topology: Topology, views: ViewTable, edge: Edge) -> str | None:
-    """The consumer's secondary, if its mode ships backups (AS, SAS)."""
-    if ha_mode(topology.stages[edge.consumer]) not in ("as", "sas"):
+    """The consumer's secondary, if its mode ships backups (AS, SAS, A-SAS)."""
+    if ha_mode(topology.stages[edge.consumer]) not in ("as", "sas", "asas"):
         return None
     return views[edge.consumer].secondary
 

@@ -1,6 +1,6 @@
 """A node's link to the coordinator: every report interval it pushes the
-node's status (its first report registers it) and adopts the views the
-coordinator answers with.
+node's status (its first report registers it) and adopts the views and
+the A-SAS batch sizes the coordinator answers with.
 
 Never on the data path: a coordinator that is down, restarting or slow
 only delays re-protection; the node keeps serving and keeps reporting.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import grpc
 
@@ -31,13 +31,15 @@ class CoordinatorLink:
         own_address: str,
         status: Callable[[], cpb.NodeStatus],
         apply_view: Callable[[cpb.StageView], bool],
-        interval: float,
+        interval: Callable[[], float],
+        apply_batch_sizes: Callable[[Mapping[str, int]], None] = lambda sizes: None,
     ) -> None:
         self.coordinator = coordinator
         self.own_address = own_address
         self.status = status
         self.apply_view = apply_view
         self.interval = interval
+        self.apply_batch_sizes = apply_batch_sizes
         self.reports = 0
         self.failures = 0
 
@@ -66,4 +68,6 @@ class CoordinatorLink:
                             self.apply_view(view)
                         except (ValueError, KeyError) as exc:  # a view of no stage we know
                             log.error("view from the coordinator refused: %s", exc)
-                await asyncio.sleep(self.interval)
+                    if reply.batch_sizes:
+                        self.apply_batch_sizes(reply.batch_sizes)
+                await asyncio.sleep(self.interval())

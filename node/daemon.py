@@ -24,7 +24,7 @@ from pathlib import Path
 
 import grpc
 
-from ha.output_log import OutputLog
+from ha.output_log import UNBOUNDED, OutputLog
 from ha.replica import Mode
 from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
 from node.atomic_file import write_json
@@ -53,10 +53,23 @@ log = logging.getLogger(__name__)
 
 DRAIN_LIMIT_S = 10.0
 REPORT_INTERVAL_S = 0.1  # to the coordinator
+MAX_BATCH_SIZE = 2**31 - 1
 
 
 class StartupError(RuntimeError):
     pass
+
+
+def tuning_intervals(topology: Topology) -> dict[str, float]:
+    """Per stage that is A-SAS or feeds one: the shortest tuning interval, s."""
+    out: dict[str, float] = {}
+    for stage in topology.stages.values():
+        if stage.config is None or stage.config.ha.mode != "asas":
+            continue
+        interval = stage.config.ha.interval_ms / 1000
+        for name in (stage.name, *(e.producer for e in stage.inputs)):
+            out[name] = min(out.get(name, REPORT_INTERVAL_S), interval)
+    return out
 
 
 class NodeDaemon:
@@ -86,6 +99,7 @@ class NodeDaemon:
         self.start_now = start_now
         self.coordinator = coordinator
         self.started_at = time.monotonic()
+        self._tuning_intervals = tuning_intervals(topology)
         self.exit = asyncio.Event()
         self.drain_then_exit = False
         self.drain_deadline = 0.0
@@ -247,7 +261,9 @@ class NodeDaemon:
             receiver = session.receiver
             edge_id = session.edge.id
             seq = receiver.next_seq(edge_id) - 1
-            st.inputs.add(edge=edge_id, seq=seq)
+            st.inputs.add(
+                edge=edge_id, seq=seq, received_rows=session.received_rows, receive_s=session.receive_s
+            )
             st.tuples_in += seq
         out: OutputLog | None = None
         if self.replica is not None:
@@ -258,6 +274,9 @@ class NodeDaemon:
         elif self.source is not None:
             out = self.source.log
         if out is not None:
+            outbound = self._outbound()
+            sent = outbound.rows_sent if outbound is not None else {}
+            sent_bytes = outbound.bytes_sent if outbound is not None else {}
             for edge, cursors in out.edges.items():
                 st.outputs.add(
                     edge=edge,
@@ -266,9 +285,43 @@ class NodeDaemon:
                     watermark=out.watermark,
                     end_of_stream=out.end_of_stream,
                     retained=out.retained,
+                    batch_size=cursors.batch_size if cursors.batch_size < UNBOUNDED else 0,
+                    backup_batches=cursors.batches,
+                    backup_rows=cursors.shipped,
+                    backup_bytes=sent_bytes.get((edge, "backup"), 0),
+                    data_rows=sent.get((edge, "data"), 0),
+                    data_bytes=sent_bytes.get((edge, "data"), 0),
+                    cuts=cursors.cuts,
+                    uncut_rows=cursors.uncut_rows,
                 )
             st.tuples_out = out.head
+        if self.replica is not None:
+            operator = self.replica.replica.operator
+            st.operator_rows, st.operator_busy_s = operator.rows_in, operator.busy_s
         return st
+
+    def _outbound(self) -> Outbound | None:
+        return self.source_outbound or (self.replica.outbound if self.replica else None)
+
+    def apply_batch_sizes(self, sizes: Mapping[str, int]) -> None:
+        """A-SAS: the coordinator's B for output edges of this node."""
+        out = self.source.log if self.source is not None else None
+        if self.replica is not None:
+            out = self.replica.replica.log
+        if out is None:
+            return
+        changed = False
+        for edge, size in sizes.items():
+            cursors = out.edges.get(edge)
+            if cursors is None or not 1 <= size <= MAX_BATCH_SIZE:
+                continue
+            self.metrics.batch_size.labels(edge).set(size)
+            if cursors.batch_size != size:
+                cursors.batch_size = size
+                changed = True
+        outbound = self._outbound()
+        if changed and outbound is not None:
+            outbound.appended()  # a smaller B may make a batch due now
 
     @property
     def finished(self) -> bool:
@@ -332,7 +385,12 @@ class NodeDaemon:
             tasks.append(asyncio.create_task(self._sink_acks(), name="acks"))
         if self.coordinator:
             link = CoordinatorLink(
-                self.coordinator, self.listen, self.status, self.apply_view, REPORT_INTERVAL_S
+                self.coordinator,
+                self.listen,
+                self.status,
+                self.apply_view,
+                self.report_interval,
+                self.apply_batch_sizes,
             )
             tasks.append(asyncio.create_task(link.run(), name="coordinator"))
         if self.replica is not None:
@@ -412,18 +470,32 @@ class NodeDaemon:
     def _sample_bytes(self) -> None:
         """Append the byte counters with a timestamp, so bandwidth can be
         measured over part of a run (up to a failure)."""
-        outbound = self.source_outbound or (self.replica.outbound if self.replica else None)
+        outbound = self._outbound()
         if self.run_dir is None or outbound is None:
             return
-        sample = {"t": time.time(), "bytes": [[e, c, n] for (e, c), n in outbound.bytes_sent.items()]}
+        sample = {
+            "t": time.time(),
+            "bytes": [[e, c, n] for (e, c), n in outbound.bytes_sent.items()],
+            "batch_sizes": {
+                e: c.batch_size for e, c in outbound.log.edges.items() if c.batch_size < UNBOUNDED
+            },
+        }
         with (self.run_dir / "telemetry" / f"{self.name}.bytes.jsonl").open("a") as handle:
             handle.write(json.dumps(sample) + "\n")
+
+    def report_interval(self) -> float:
+        """How often to report to the coordinator: every A-SAS interval
+        while this node serves an A-SAS stage or one feeding it (its B
+        must follow the tuner within one interval), else every 100 ms."""
+        if self.stage is None:
+            return REPORT_INTERVAL_S
+        return self._tuning_intervals.get(self.stage.name, REPORT_INTERVAL_S)
 
     def _write_summary(self) -> None:
         if self.run_dir is None:
             return
         (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
-        outbound = self.source_outbound or (self.replica.outbound if self.replica else None)
+        outbound = self._outbound()
         summary = {
             "node": self.name,
             "role": self.role,

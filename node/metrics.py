@@ -49,6 +49,12 @@ class NodeMetrics:
             ["edge", "channel"],
             registry=self.registry,
         )
+        self.batch_size = Gauge(
+            "semiactive_backup_batch_size_rows",
+            "Rows per backup batch B on an output edge into an A-SAS stage, as the coordinator set it.",
+            ["edge"],
+            registry=self.registry,
+        )
         self.log_rows = Gauge(
             "semiactive_output_log_rows", "Rows retained in the output log.", registry=self.registry
         )

@@ -62,6 +62,7 @@ class Outbound:
         self.room.set()
         self.failures: asyncio.Queue[BaseException] = asyncio.Queue()
         self.bytes_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> bytes, all senders ever
+        self.rows_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> rows, all senders ever
 
     def reconcile(self) -> None:
         """Start, stop or retarget senders to match the current views."""
@@ -105,13 +106,15 @@ class Outbound:
                 task.add_done_callback(self._task_done)
                 self.tasks[key] = task
 
-    def _counter(self, edge: str, channel: str) -> Callable[[int], None]:
+    def _counter(self, edge: str, channel: str) -> Callable[[int, int], None]:
         metric = self.metrics.bytes_sent.labels(edge, channel)
         key = (edge, channel)
         self.bytes_sent.setdefault(key, 0)
+        self.rows_sent.setdefault(key, 0)
 
-        def count(size: int) -> None:
+        def count(size: int, rows: int) -> None:
             self.bytes_sent[key] += size
+            self.rows_sent[key] += rows
             metric.inc(size)
 
         return count

@@ -217,7 +217,7 @@ class EdgeSender:
         on_feedback: FeedbackHandler,
         on_refused: RefusalHandler | None = None,
         limit: Callable[[], int] | None = None,
-        count_bytes: Callable[[int], None] | None = None,
+        count_bytes: Callable[[int, int], None] | None = None,
         batch_rows: int = 1024,
         linger: float = 0.0,
         connect_timeout: float = 10.0,
@@ -405,10 +405,10 @@ class EdgeSender:
             await asyncio.wait([waiter, reader], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
 
-    def _count(self, size: int) -> None:
+    def _count(self, size: int, rows: int = 0) -> None:
         self.bytes_sent += size
         if self.count_bytes is not None:
-            self.count_bytes(size)
+            self.count_bytes(size, rows)
 
     async def _write_batch(
         self,
@@ -427,6 +427,6 @@ class EdgeSender:
         await call.write(frame)
         self.sent_watermark = watermark
         self.sent_eos = eos
-        self._count(frame.ByteSize())
+        self._count(frame.ByteSize(), len(rows))
         self.rows_sent += len(rows)
         self.frames_sent += 1

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -92,18 +100,73 @@ class SourceConfig(_Model):
         return self
 
 
-class HaConfig(_Model):
-    """How a stage is protected (seed 002). ``batch_size`` applies to sas."""
+RATE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)/s\s*$")
 
-    mode: Literal["none", "as", "ub", "sas"] = "none"
+
+def parse_bytes_per_s(value: object) -> float:
+    """A bandwidth in bytes per second: a number, or text such as
+    ``30KB/s`` (SI: 30,000 bytes/s, as in seed 002's figures) or ``1MiB/s``."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a bandwidth: {value!r}")
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str) and (match := _RATE.match(value)):
+        number = float(match.group(1)) * RATE_UNITS[match.group(2)]
+    else:
+        units = ", ".join(f"{u}/s" for u in RATE_UNITS)
+        raise ValueError(f"not a bandwidth: {value!r} (write e.g. 30KB/s; units {units})")
+    if not 0 < number < float("inf"):
+        raise ValueError(f"a bandwidth must be > 0, got {value!r}")
+    return number
+
+
+BytesPerSecond = Annotated[float, BeforeValidator(parse_bytes_per_s)]
+
+# Fields that only mean something under mode asas.
+_ASAS_ONLY = ("bw_max", "recovery_max_ms", "priority", "step", "interval_ms", "initial_batch_size", "tuner")
+
+
+class HaConfig(_Model):
+    """How a stage is protected (seed 002). ``batch_size`` applies to sas;
+    ``asas`` (Adaptive SAS) tunes B at run time to keep the backup bandwidth
+    under ``bw_max`` and the estimated recovery under ``recovery_max_ms``
+    (docs/asas.md)."""
+
+    mode: Literal["none", "as", "ub", "sas", "asas"] = "none"
     batch_size: Annotated[int, Field(ge=1)] = 100
     secondary: Annotated[str | None, Field(pattern=NAME)] = None
+    bw_max: BytesPerSecond | None = None
+    recovery_max_ms: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
+    priority: Literal["recovery", "bandwidth"] = "recovery"
+    step: Annotated[int, Field(ge=1)] = 5
+    interval_ms: Annotated[int, Field(ge=5, le=10_000)] = 10
+    initial_batch_size: Annotated[int, Field(ge=1)] = 1
+    max_batch_size: Annotated[int, Field(ge=1)] = 100_000
+    tuner: Literal["algorithm3", "model"] = "model"
+    window_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
 
     @model_validator(mode="after")
     def _secondary(self) -> HaConfig:
         if self.mode != "none" and not self.secondary:
             raise ValueError(f"ha mode {self.mode} needs a secondary node")
+        if self.mode == "asas":
+            if self.bw_max is None or self.recovery_max_ms is None:
+                raise ValueError("ha mode asas needs bw_max (e.g. 30KB/s) and recovery_max_ms")
+            if self.initial_batch_size > self.max_batch_size:
+                raise ValueError("initial_batch_size must be <= max_batch_size")
+        else:
+            given = [f for f in _ASAS_ONLY if f in self.model_fields_set]
+            if given:
+                raise ValueError(f"{', '.join(given)} only apply to ha mode asas (mode is {self.mode})")
         return self
+
+
+class CostPhase(_Model):
+    """From event time ``at_s`` on, the stage burns ``cost_ms`` per input row."""
+
+    at_s: Annotated[float, Field(ge=0)]
+    cost_ms: Annotated[float, Field(ge=0, le=1000)]
 
 
 class StageConfig(_Model):
@@ -116,13 +179,17 @@ class StageConfig(_Model):
     query: str | None = None
     query_file: str | None = None
     output: Annotated[str | None, Field(pattern=IDENT)] = None
-    cost_ms: Annotated[float, Field(ge=0)] = 0.0
+    cost_ms: Annotated[float, Field(ge=0, le=1000)] = 0.0
+    cost_schedule: list[CostPhase] = Field(default_factory=list)
     ha: HaConfig = Field(default_factory=HaConfig)
 
     @model_validator(mode="after")
     def _one_query(self) -> StageConfig:
         if (self.query is None) == (self.query_file is None):
             raise ValueError("give exactly one of query and query_file")
+        starts = [p.at_s for p in self.cost_schedule]
+        if starts != sorted(starts):
+            raise ValueError("cost_schedule phases must be in increasing at_s order")
         return self
 
 

@@ -18,6 +18,7 @@ Other streams, and the node, go on.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -65,6 +66,9 @@ class InboundEdgeSession:
         self.on_rewind = on_rewind
         self.codec = RowCodec(edge.schema, edge.kind)
         self.streams: list[InboundStream] = []
+        # A-SAS's S_time at this node: time to take rows in off the edge.
+        self.received_rows = 0
+        self.receive_s = 0.0
 
     @property
     def next_seq(self) -> int:
@@ -112,6 +116,7 @@ class InboundEdgeSession:
         self.check(stream.hello)
         body = frame.WhichOneof("body")
         if body == "batch":
+            started = time.perf_counter()
             batch = frame.batch
             next_seq = self.next_seq
             skip = next_seq - batch.first_seq
@@ -138,6 +143,8 @@ class InboundEdgeSession:
                 raise self._refuse(stream, exc.reason, str(exc)) from None
             if new:
                 self.metrics.tuples_in.labels(self.edge.id).inc(new)
+                self.received_rows += new
+                self.receive_s += time.perf_counter() - started
             if batch.count > new:
                 self.metrics.duplicates.labels(self.edge.id).inc(batch.count - new)
         elif body == "resync":

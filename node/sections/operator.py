@@ -1,27 +1,56 @@
 """The operator section (seed 002, 3.1): the stage's compiled CQL program.
 
 Pure: takes rows per input stream and a watermark, returns the output
-stream's new rows. ``cost_ms`` burns that much CPU per input row, to emulate
-a heavier operator (seed 002, experiment 5) without changing any result.
+stream's new rows. A :class:`CostSchedule` burns CPU per input row, to
+emulate a heavier operator (seed 002, experiment 5) without changing any
+result; the cost of a row depends on its timestamp, not on the wall clock,
+so a secondary reprocessing a row pays what the primary paid.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from node.cql import plan
 from node.engine.elements import Element
 from node.engine.engine import Engine
 
 
+class CostSchedule:
+    """Milliseconds of CPU per input row: ``base_ms`` before the first
+    phase, then each phase's ``cost_ms`` from its event time ``at_s`` on."""
+
+    def __init__(self, base_ms: float = 0.0, phases: Sequence[tuple[float, float]] = ()) -> None:
+        self.base_ms = base_ms
+        self.starts = [round(at_s * 1000) for at_s, _ in phases]
+        self.costs = [cost_ms for _, cost_ms in phases]
+
+    def __bool__(self) -> bool:
+        return bool(self.base_ms or any(self.costs))
+
+    def total_ms(self, rows: Sequence[Element]) -> float:
+        if not self.starts:
+            return self.base_ms * len(rows)
+        total = 0.0
+        for row in rows:
+            k = bisect.bisect_right(self.starts, row[0]) - 1
+            total += self.costs[k] if k >= 0 else self.base_ms
+        return total
+
+
 class OperatorSection:
     def __init__(
-        self, program: plan.Program, output: str, cost_ms: float = 0.0, lineage: bool = False
+        self,
+        program: plan.Program,
+        output: str,
+        cost: CostSchedule | None = None,
+        lineage: bool = False,
     ) -> None:
         self.program = program
         self.output = output
-        self.cost_ms = cost_ms
+        self.cost = cost or CostSchedule()
         self.engine = Engine(program, [output], lineage=lineage)
         self.rows_in = 0
         self.busy_s = 0.0
@@ -33,13 +62,16 @@ class OperatorSection:
     def run(self, inputs: Mapping[str, list[Element]], watermark: int) -> list[Element]:
         started = time.perf_counter()
         count = 0
+        cost_ms = 0.0
         for name, rows in inputs.items():
             if rows:
                 self.engine.push(name, rows)
                 count += len(rows)
+                if self.cost:
+                    cost_ms += self.cost.total_ms(rows)
         out = self.engine.advance(watermark)[self.output] if watermark > self.engine.time else []
-        if self.cost_ms and count:
-            deadline = started + count * self.cost_ms / 1000
+        if cost_ms:
+            deadline = started + cost_ms / 1000
             while time.perf_counter() < deadline:
                 pass
         self.rows_in += count

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from semiactive.wire import dataplane_pb2 as semiactive_dot_wire_dot_dataplane__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsemiactive/wire/control.proto\x12\x0fsemiactive.wire\x1a\x1fsemiactive/wire/dataplane.proto\"\x1f\n\x0cStartRequest\x12\x0f\n\x07t0_unix\x18\x01 \x01(\x01\"(\n\x0bStopRequest\x12\x0c\n\x04\x65xit\x18\x01 \x01(\x08\x12\x0b\n\x03now\x18\x02 \x01(\x08\"\x80\x01\n\nEdgeStatus\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0c\n\x04peer\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\r\n\x05\x61\x63ked\x18\x04 \x01(\x04\x12\x11\n\twatermark\x18\x05 \x01(\x12\x12\x15\n\rend_of_stream\x18\x06 \x01(\x08\x12\x10\n\x08retained\x18\x07 \x01(\x04\"\xb7\x02\n\nNodeStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12+\n\x06inputs\x18\x06 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12,\n\x07outputs\x18\x07 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12\x11\n\ttuples_in\x18\x08 \x01(\x04\x12\x12\n\ntuples_out\x18\t \x01(\x04\x12\x10\n\x08uptime_s\x18\n \x01(\x01\x12\r\n\x05state\x18\x0b \x01(\t\x12)\n\x05views\x18\x0c \x03(\x0b\x32\x1a.semiactive.wire.StageView\x12\x0f\n\x07resyncs\x18\r \x01(\x04\"0\n\x04Ping\x12\t\n\x01n\x18\x01 \x01(\x04\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\" \n\x04Pong\x12\t\n\x01n\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"^\n\tStageView\x12\r\n\x05stage\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\x11\n\tsecondary\x18\x05 \x01(\t2\xc7\x02\n\x07\x43ontrol\x12=\n\x06Status\x12\x16.semiactive.wire.Empty\x1a\x1b.semiactive.wire.NodeStatus\x12>\n\x05Start\x12\x1d.semiactive.wire.StartRequest\x1a\x16.semiactive.wire.Empty\x12<\n\x04Stop\x12\x1c.semiactive.wire.StopRequest\x1a\x16.semiactive.wire.Empty\x12=\n\tHeartbeat\x12\x15.semiactive.wire.Ping\x1a\x15.semiactive.wire.Pong(\x01\x30\x01\x12@\n\nUpdateView\x12\x1a.semiactive.wire.StageView\x1a\x16.semiactive.wire.Emptyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dsemiactive/wire/control.proto\x12\x0fsemiactive.wire\x1a\x1fsemiactive/wire/dataplane.proto\"\x1f\n\x0cStartRequest\x12\x0f\n\x07t0_unix\x18\x01 \x01(\x01\"(\n\x0bStopRequest\x12\x0c\n\x04\x65xit\x18\x01 \x01(\x08\x12\x0b\n\x03now\x18\x02 \x01(\x08\"\xca\x02\n\nEdgeStatus\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0c\n\x04peer\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\r\n\x05\x61\x63ked\x18\x04 \x01(\x04\x12\x11\n\twatermark\x18\x05 \x01(\x12\x12\x15\n\rend_of_stream\x18\x06 \x01(\x08\x12\x10\n\x08retained\x18\x07 \x01(\x04\x12\x12\n\nbatch_size\x18\x08 \x01(\r\x12\x16\n\x0e\x62\x61\x63kup_batches\x18\t \x01(\x04\x12\x13\n\x0b\x62\x61\x63kup_rows\x18\n \x01(\x04\x12\x14\n\x0c\x62\x61\x63kup_bytes\x18\x0b \x01(\x04\x12\x11\n\tdata_rows\x18\x0c \x01(\x04\x12\x12\n\ndata_bytes\x18\r \x01(\x04\x12\x0c\n\x04\x63uts\x18\x0e \x01(\x04\x12\x12\n\nuncut_rows\x18\x0f \x01(\x04\x12\x15\n\rreceived_rows\x18\x10 \x01(\x04\x12\x11\n\treceive_s\x18\x11 \x01(\x01\"\xe7\x02\n\nNodeStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x10\n\x08\x66inished\x18\x05 \x01(\x08\x12+\n\x06inputs\x18\x06 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12,\n\x07outputs\x18\x07 \x03(\x0b\x32\x1b.semiactive.wire.EdgeStatus\x12\x11\n\ttuples_in\x18\x08 \x01(\x04\x12\x12\n\ntuples_out\x18\t \x01(\x04\x12\x10\n\x08uptime_s\x18\n \x01(\x01\x12\r\n\x05state\x18\x0b \x01(\t\x12)\n\x05views\x18\x0c \x03(\x0b\x32\x1a.semiactive.wire.StageView\x12\x0f\n\x07resyncs\x18\r \x01(\x04\x12\x15\n\roperator_rows\x18\x0e \x01(\x04\x12\x17\n\x0foperator_busy_s\x18\x0f \x01(\x01\"0\n\x04Ping\x12\t\n\x01n\x18\x01 \x01(\x04\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\" \n\x04Pong\x12\t\n\x01n\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"^\n\tStageView\x12\r\n\x05stage\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\x11\n\tsecondary\x18\x05 \x01(\t2\xc7\x02\n\x07\x43ontrol\x12=\n\x06Status\x12\x16.semiactive.wire.Empty\x1a\x1b.semiactive.wire.NodeStatus\x12>\n\x05Start\x12\x1d.semiactive.wire.StartRequest\x1a\x16.semiactive.wire.Empty\x12<\n\x04Stop\x12\x1c.semiactive.wire.StopRequest\x1a\x16.semiactive.wire.Empty\x12=\n\tHeartbeat\x12\x15.semiactive.wire.Ping\x1a\x15.semiactive.wire.Pong(\x01\x30\x01\x12@\n\nUpdateView\x12\x1a.semiactive.wire.StageView\x1a\x16.semiactive.wire.Emptyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,15 +37,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOPREQUEST']._serialized_start=116
   _globals['_STOPREQUEST']._serialized_end=156
   _globals['_EDGESTATUS']._serialized_start=159
-  _globals['_EDGESTATUS']._serialized_end=287
-  _globals['_NODESTATUS']._serialized_start=290
-  _globals['_NODESTATUS']._serialized_end=601
-  _globals['_PING']._serialized_start=603
-  _globals['_PING']._serialized_end=651
-  _globals['_PONG']._serialized_start=653
-  _globals['_PONG']._serialized_end=685
-  _globals['_STAGEVIEW']._serialized_start=687
-  _globals['_STAGEVIEW']._serialized_end=781
-  _globals['_CONTROL']._serialized_start=784
-  _globals['_CONTROL']._serialized_end=1111
+  _globals['_EDGESTATUS']._serialized_end=489
+  _globals['_NODESTATUS']._serialized_start=492
+  _globals['_NODESTATUS']._serialized_end=851
+  _globals['_PING']._serialized_start=853
+  _globals['_PING']._serialized_end=901
+  _globals['_PONG']._serialized_start=903
+  _globals['_PONG']._serialized_end=935
+  _globals['_STAGEVIEW']._serialized_start=937
+  _globals['_STAGEVIEW']._serialized_end=1031
+  _globals['_CONTROL']._serialized_start=1034
+  _globals['_CONTROL']._serialized_end=1361
 # @@protoc_insertion_point(module_scope)

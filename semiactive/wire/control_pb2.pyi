@@ -22,7 +22,7 @@ class StopRequest(_message.Message):
     def __init__(self, exit: _Optional[bool] = ..., now: _Optional[bool] = ...) -> None: ...
 
 class EdgeStatus(_message.Message):
-    __slots__ = ("edge", "peer", "seq", "acked", "watermark", "end_of_stream", "retained")
+    __slots__ = ("edge", "peer", "seq", "acked", "watermark", "end_of_stream", "retained", "batch_size", "backup_batches", "backup_rows", "backup_bytes", "data_rows", "data_bytes", "cuts", "uncut_rows", "received_rows", "receive_s")
     EDGE_FIELD_NUMBER: _ClassVar[int]
     PEER_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,16 @@ class EdgeStatus(_message.Message):
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     END_OF_STREAM_FIELD_NUMBER: _ClassVar[int]
     RETAINED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_ROWS_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DATA_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CUTS_FIELD_NUMBER: _ClassVar[int]
+    UNCUT_ROWS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVE_S_FIELD_NUMBER: _ClassVar[int]
     edge: str
     peer: str
     seq: int
@@ -37,10 +47,20 @@ class EdgeStatus(_message.Message):
     watermark: int
     end_of_stream: bool
     retained: int
-    def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ...) -> None: ...
+    batch_size: int
+    backup_batches: int
+    backup_rows: int
+    backup_bytes: int
+    data_rows: int
+    data_bytes: int
+    cuts: int
+    uncut_rows: int
+    received_rows: int
+    receive_s: float
+    def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ..., batch_size: _Optional[int] = ..., backup_batches: _Optional[int] = ..., backup_rows: _Optional[int] = ..., backup_bytes: _Optional[int] = ..., data_rows: _Optional[int] = ..., data_bytes: _Optional[int] = ..., cuts: _Optional[int] = ..., uncut_rows: _Optional[int] = ..., received_rows: _Optional[int] = ..., receive_s: _Optional[float] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state", "views", "resyncs")
+    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state", "views", "resyncs", "operator_rows", "operator_busy_s")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +74,8 @@ class NodeStatus(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     VIEWS_FIELD_NUMBER: _ClassVar[int]
     RESYNCS_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_ROWS_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_BUSY_S_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     stage: str
@@ -67,7 +89,9 @@ class NodeStatus(_message.Message):
     state: str
     views: _containers.RepeatedCompositeFieldContainer[StageView]
     resyncs: int
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ..., views: _Optional[_Iterable[_Union[StageView, _Mapping]]] = ..., resyncs: _Optional[int] = ...) -> None: ...
+    operator_rows: int
+    operator_busy_s: float
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ..., views: _Optional[_Iterable[_Union[StageView, _Mapping]]] = ..., resyncs: _Optional[int] = ..., operator_rows: _Optional[int] = ..., operator_busy_s: _Optional[float] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ("n", "sender", "stage")

@@ -17,13 +17,50 @@ class NodeReport(_message.Message):
     def __init__(self, status: _Optional[_Union[_control_pb2.NodeStatus, _Mapping]] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("views",)
+    __slots__ = ("views", "batch_sizes")
+    class BatchSizesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     VIEWS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
     views: _containers.RepeatedCompositeFieldContainer[_control_pb2.StageView]
-    def __init__(self, views: _Optional[_Iterable[_Union[_control_pb2.StageView, _Mapping]]] = ...) -> None: ...
+    batch_sizes: _containers.ScalarMap[str, int]
+    def __init__(self, views: _Optional[_Iterable[_Union[_control_pb2.StageView, _Mapping]]] = ..., batch_sizes: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class EdgeTuning(_message.Message):
+    __slots__ = ("edge", "tuner", "batch_size", "measured", "bw_estimate_bytes_per_s", "recovery_estimate_s", "bw_max_bytes_per_s", "recovery_max_s", "backup_bytes_per_s", "input_rate_per_s", "branch", "changes")
+    EDGE_FIELD_NUMBER: _ClassVar[int]
+    TUNER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_FIELD_NUMBER: _ClassVar[int]
+    BW_ESTIMATE_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_ESTIMATE_S_FIELD_NUMBER: _ClassVar[int]
+    BW_MAX_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_MAX_S_FIELD_NUMBER: _ClassVar[int]
+    BACKUP_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    INPUT_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    edge: str
+    tuner: str
+    batch_size: int
+    measured: bool
+    bw_estimate_bytes_per_s: float
+    recovery_estimate_s: float
+    bw_max_bytes_per_s: float
+    recovery_max_s: float
+    backup_bytes_per_s: float
+    input_rate_per_s: float
+    branch: str
+    changes: int
+    def __init__(self, edge: _Optional[str] = ..., tuner: _Optional[str] = ..., batch_size: _Optional[int] = ..., measured: _Optional[bool] = ..., bw_estimate_bytes_per_s: _Optional[float] = ..., recovery_estimate_s: _Optional[float] = ..., bw_max_bytes_per_s: _Optional[float] = ..., recovery_max_s: _Optional[float] = ..., backup_bytes_per_s: _Optional[float] = ..., input_rate_per_s: _Optional[float] = ..., branch: _Optional[str] = ..., changes: _Optional[int] = ...) -> None: ...
 
 class StageState(_message.Message):
-    __slots__ = ("stage", "role", "mode", "primary", "secondary", "epoch", "version", "protected", "batch_size")
+    __slots__ = ("stage", "role", "mode", "primary", "secondary", "epoch", "version", "protected", "batch_size", "tuning")
     STAGE_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +70,7 @@ class StageState(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TUNING_FIELD_NUMBER: _ClassVar[int]
     stage: str
     role: str
     mode: str
@@ -42,7 +80,8 @@ class StageState(_message.Message):
     version: int
     protected: bool
     batch_size: int
-    def __init__(self, stage: _Optional[str] = ..., role: _Optional[str] = ..., mode: _Optional[str] = ..., primary: _Optional[str] = ..., secondary: _Optional[str] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., protected: _Optional[bool] = ..., batch_size: _Optional[int] = ...) -> None: ...
+    tuning: _containers.RepeatedCompositeFieldContainer[EdgeTuning]
+    def __init__(self, stage: _Optional[str] = ..., role: _Optional[str] = ..., mode: _Optional[str] = ..., primary: _Optional[str] = ..., secondary: _Optional[str] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., protected: _Optional[bool] = ..., batch_size: _Optional[int] = ..., tuning: _Optional[_Iterable[_Union[EdgeTuning, _Mapping]]] = ...) -> None: ...
 
 class NodeState(_message.Message):
     __slots__ = ("name", "role", "stage", "liveness", "last_report_s", "address")

@@ -98,7 +98,13 @@ def test_bad_enum(tmp_path: Path) -> None:
     text = BASE.replace(
         "    node: node-1\n", "    node: node-1\n    ha:\n      mode: fast\n      secondary: n2\n"
     )
-    _check(tmp_path, text, "mode: fast", "stages[0].ha.mode", "Input should be 'none', 'as', 'ub' or 'sas'")
+    _check(
+        tmp_path,
+        text,
+        "mode: fast",
+        "stages[0].ha.mode",
+        "Input should be 'none', 'as', 'ub', 'sas' or 'asas'",
+    )
     text = BASE.replace("    node: node-1\n", "    node: node-1\n    ha:\n      mode: sas\n")
     _check(tmp_path, text, "ha:", "stages[0].ha", "ha mode sas needs a secondary node")
 
@@ -442,3 +448,59 @@ def test_the_example_of_the_configuration_reference_loads(tmp_path: Path) -> Non
         "node-2b": "secondary",
         "node-9": "spare",
     }
+
+
+ASAS = BASE.replace(
+    "    node: node-1\n",
+    "    node: node-1\n    ha: {mode: asas, secondary: node-9, HA}\n",
+)
+
+
+def test_asas_settings_with_the_papers_defaults(tmp_path: Path) -> None:
+    ha = _load(tmp_path, ASAS.replace("HA", "bw_max: 30KB/s, recovery_max_ms: 80")).stages["stage-1"].config
+    assert ha is not None
+    settings = ha.ha
+    assert (settings.bw_max, settings.recovery_max_ms, settings.priority) == (30_000, 80, "recovery")
+    assert (settings.step, settings.interval_ms, settings.initial_batch_size) == (5, 10, 1)
+    assert settings.tuner == "model"
+
+
+@pytest.mark.parametrize(
+    ("text", "bytes_per_s"),
+    [("30KB/s", 30_000), ("1.5 MB/s", 1_500_000), ("1KiB/s", 1024), ("250B/s", 250), (4096, 4096)],
+)
+def test_bandwidths_are_read_with_their_units(text: object, bytes_per_s: float) -> None:
+    assert config.parse_bytes_per_s(text) == bytes_per_s
+
+
+@pytest.mark.parametrize(
+    ("ha", "message"),
+    [
+        ("recovery_max_ms: 80", "asas needs bw_max"),
+        ("bw_max: 30KB, recovery_max_ms: 80", "not a bandwidth: '30KB'"),
+        ("bw_max: 0, recovery_max_ms: 80", "must be > 0"),
+        ("bw_max: 30KB/s, recovery_max_ms: 0", "greater than 0"),
+        ("bw_max: 30KB/s, recovery_max_ms: 80, tuner: fast", "'algorithm3' or 'model'"),
+        ("bw_max: 30KB/s, recovery_max_ms: 80, interval_ms: 1", "greater than or equal to 5"),
+        ("bw_max: 30KB/s, recovery_max_ms: 80, initial_batch_size: 9, max_batch_size: 8", "max_batch_size"),
+    ],
+)
+def test_bad_asas_settings_are_located(tmp_path: Path, ha: str, message: str) -> None:
+    text = ASAS.replace("HA", ha)
+    error = _error(tmp_path, text)
+    assert message in str(error)
+    assert error.line == _line(text, "mode: asas")
+    assert error.field.startswith("stages[0].ha")
+
+
+def test_asas_settings_under_another_mode_are_refused(tmp_path: Path) -> None:
+    text = ASAS.replace("mode: asas", "mode: sas").replace("HA", "bw_max: 30KB/s, batch_size: 50")
+    assert "bw_max only apply to ha mode asas (mode is sas)" in str(_error(tmp_path, text))
+
+
+def test_a_cost_schedule_must_be_in_time_order(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "    node: node-1\n",
+        "    node: node-1\n    cost_schedule: [{at_s: 10, cost_ms: 1}, {at_s: 5, cost_ms: 0.5}]\n",
+    )
+    assert "increasing at_s order" in str(_error(tmp_path, text))

@@ -12,6 +12,7 @@ from node.codec import RowCodec
 from node.cql import plan
 from node.engine.elements import Element
 from node.sections.input import NEVER, EdgeInput, InputSection, SeqGapError
+from node.sections.operator import CostSchedule
 
 SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
 CODEC = RowCodec(SCHEMA, plan.Kind.STREAM)
@@ -211,6 +212,23 @@ def test_cut_passing_backed_up_drops_unsent_rows() -> None:
     assert cursors.cut == 9
 
 
+def test_the_cursors_count_what_a_sas_tuner_measures() -> None:
+    # B_send counts batches shipped; each cut that advances adds the rows
+    # that waited for it (from the previous cut to the head).
+    log = OutputLog()
+    cursors = log.add_edge("e", batch_size=2)
+    log.append(_rows(1, 5))
+    log.take_backup("e")
+    log.append(_rows(6, 1))
+    log.take_backup("e")  # 1 unsent < B: no batch
+    log.release("e", 5)  # rows 1..6 waited for this cut
+    log.append(_rows(7, 3))
+    log.take_backup("e")
+    log.release("e", 9)  # rows 5..9 waited
+    log.release("e", 9)  # no advance: not counted
+    assert (cursors.batches, cursors.shipped, cursors.cuts, cursors.uncut_rows) == (2, 9, 2, 11)
+
+
 def test_release_frees_below_the_smallest_cut_of_all_edges() -> None:
     log = OutputLog()
     log.add_edge("e1")
@@ -258,3 +276,11 @@ def test_finish_makes_the_watermark_cover_the_last_row() -> None:
     empty = OutputLog()
     empty.finish(3)
     assert empty.watermark == 3 and empty.end_of_stream
+
+
+def test_the_cost_of_a_row_follows_its_timestamp_not_the_clock() -> None:
+    schedule = CostSchedule(0.05, [(10.0, 1.0), (20.0, 0.0)])
+    rows = [(ts, i, 1, 0) for i, ts in enumerate([0, 9_999, 10_000, 15_000, 20_000])]
+    assert schedule.total_ms(rows) == pytest.approx(0.05 + 0.05 + 1.0 + 1.0 + 0.0)
+    assert schedule and not CostSchedule()
+    assert CostSchedule(0.2).total_ms(rows) == pytest.approx(1.0)
