@@ -8,7 +8,9 @@ the faults asked for while the coordinator re-protects stages, restarts
 dead processes (a dead node as an empty spare, the coordinator as itself),
 and at the end stops the sources, lets in-flight tuples drain to the
 sinks, and stops every process. Prints detection, recovery and
-bandwidth figures (:mod:`coordinator.report`).
+bandwidth figures (:mod:`coordinator.report`). Given a :class:`Network`
+(:class:`coordinator.netlab.NetworkLab`), each node runs in its own network
+namespace instead, on the address the network gives it.
 
 The launcher is the process supervisor: any exit or freeze it did not cause
 (:mod:`coordinator.supervision`) is a fault like an injected one: the
@@ -33,9 +35,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import grpc
 
+from coordinator.certificates import identities, issue_cluster
 from coordinator.faults import Fault, parse_faults
 from coordinator.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from coordinator.ports import PortAllocator, port_in_use
@@ -46,6 +50,7 @@ from node.cql import plan
 from node.events import EventLog
 from node.main import LAUNCHER_PID_ENV
 from node.sources import SourceDataError, read_rows
+from node.tls import ADMIN, Security
 from node.transport import GRPC_OPTIONS
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
@@ -72,6 +77,15 @@ class Drain:
     received: dict[str, dict[str, int]]
 
 
+class Network(Protocol):
+    """Where the processes run when not all on loopback: the address each
+    listens on, and the command prefix that starts it there."""
+
+    def host(self, name: str) -> str: ...
+
+    def command_prefix(self, name: str) -> list[str]: ...
+
+
 @dataclass
 class Process:
     name: str
@@ -79,6 +93,7 @@ class Process:
     stage: str | None
     port: int
     metrics_port: int
+    host: str = "127.0.0.1"
     popen: subprocess.Popen[bytes] | None = None
     expected_exit: bool = False  # the launcher caused (or asked for) its exit
     frozen_by_launcher: bool = False
@@ -87,7 +102,7 @@ class Process:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def alive(self) -> bool:
@@ -104,7 +119,7 @@ class Process:
 class Cluster:
     """The running processes of one config, and how to talk to them."""
 
-    def __init__(self, config_path: str, run_dir: Path) -> None:
+    def __init__(self, config_path: str, run_dir: Path, network: Network | None = None) -> None:
         self.config_path = config_path
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
@@ -118,6 +133,9 @@ class Cluster:
         self.watch = ProcessWatch(self.events)
         self.reprotect = True
         self.died_at: dict[str, float] = {}
+        self.network = network
+        self.tls_dir: Path | None = None
+        self.security = Security.insecure(ADMIN)
 
     def check_files(self) -> None:
         """Read every file source's data once before anything starts: a bad
@@ -135,9 +153,14 @@ class Cluster:
 
     # -- start --------------------------------------------------------------------------
 
+    def host(self, name: str) -> str:
+        return self.network.host(name) if self.network is not None else "127.0.0.1"
+
     def allocate(self) -> None:
         fixed = self.topology.config.endpoints
         for name, info in self.topology.nodes.items():
+            if name in fixed and self.network is not None:
+                raise self.loaded.error("a network lab places the nodes itself; drop endpoints", "endpoints")
             if name in fixed:
                 ep = fixed[name]
                 if not (ep.host == "localhost" or ep.host.startswith("127.")):
@@ -149,14 +172,21 @@ class Cluster:
                 port, metrics = ep.port, ep.metrics_port or self.ports.take()
             else:
                 port, metrics = self.ports.take(), self.ports.take()
-            self.processes[name] = Process(name, info.role, info.stage, port, metrics)
-        self.processes[COORDINATOR] = Process(COORDINATOR, COORDINATOR, None, self.ports.take(), 0)
+            self.processes[name] = Process(name, info.role, info.stage, port, metrics, self.host(name))
+        coordinator = Process(COORDINATOR, COORDINATOR, None, self.ports.take(), 0, self.host(COORDINATOR))
+        self.processes[COORDINATOR] = coordinator
 
     def spawn(self) -> None:
         for sub in ("logs", "sink", "sources", "telemetry"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        if not self.topology.config.insecure:
+            # Fresh credentials per run; the CA key is not kept, so nothing
+            # outside this run's processes (and `status --run-dir`) gets in.
+            self.tls_dir = self.run_dir / "tls"
+            issue_cluster(self.tls_dir, self.topology.config.name, identities(self.topology))
+            self.security = Security.load(self.tls_dir, ADMIN)
         endpoints = {
-            p.name: {"host": "127.0.0.1", "port": p.port, "metrics_port": p.metrics_port}
+            p.name: {"host": p.host, "port": p.port, "metrics_port": p.metrics_port}
             for p in self.processes.values()
             if p.role != COORDINATOR
         }
@@ -175,9 +205,12 @@ class Cluster:
 
     def start_process(self, p: Process, spare: bool = False) -> None:
         out = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
-        cmd = [sys.executable, "-m", "semiactive"]
+        prefix = self.network.command_prefix(p.name) if self.network is not None else []
+        cmd = [*prefix, sys.executable, "-m", "semiactive"]
         common = ["--config", str(self.config_path), "--endpoints", str(self.run_dir / "endpoints.json")]
         common += ["--run-dir", str(self.run_dir)]
+        if self.tls_dir is not None:
+            common += ["--tls-dir", str(self.tls_dir)]
         if p.role == COORDINATOR:
             cmd += ["coordinator", *common, "--listen", p.address]
             if not self.reprotect:
@@ -192,7 +225,7 @@ class Cluster:
         p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         out.close()
         if p.name not in self.channels:
-            self.channels[p.name] = grpc.aio.insecure_channel(p.address, options=GRPC_OPTIONS)
+            self.channels[p.name] = self.security.channel(p.address, p.name, GRPC_OPTIONS)
 
     def restart_as_spare(self, p: Process) -> None:
         """A replacement machine: the dead node's name and ports, no state
@@ -229,6 +262,7 @@ class Cluster:
                     "name": p.name,
                     "role": p.role,
                     "stage": p.stage,
+                    "host": p.host,
                     "pid": p.popen.pid if p.popen else None,
                     "restarts": p.restarts,
                     "ports": {"grpc": p.port, **({"metrics": p.metrics_port} if p.metrics_port else {})},
@@ -407,13 +441,15 @@ async def run_cluster(
     faults: list[Fault] | None = None,
     report_to: list[RunReport] | None = None,
     reprotect: bool = True,
+    network: Network | None = None,
 ) -> int:
     """Run a cluster; ``faults`` adds programmatic faults to ``--kill`` and
     ``--stop``; the run's report is appended to ``report_to``. Without
     ``reprotect`` the coordinator neither assigns new secondaries nor
-    replaces dead nodes (the paper's experiments)."""
+    replaces dead nodes (the paper's experiments). With a ``network`` the
+    nodes run where it puts them."""
     run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    cluster = Cluster(config, run_dir)
+    cluster = Cluster(config, run_dir, network)
     planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
     cluster.allocate()
     print(f"run directory: {run_dir}", file=sys.stderr)

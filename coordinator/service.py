@@ -26,9 +26,11 @@ from pathlib import Path
 import grpc
 
 from coordinator.control import REPORT_INTERVAL_S, Coordinator
+from node import authorization
 from node.events import EventLog
 from node.main import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
 from node.messages import view_to_pb
+from node.tls import COORDINATOR, caller, process_security
 from node.transport import GRPC_OPTIONS
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
@@ -49,6 +51,10 @@ class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
     async def Report(
         self, request: cdpb.NodeReport, context: grpc.aio.ServicerContext[object, object]
     ) -> cdpb.ReportReply:
+        refusal = authorization.may_report(caller(context), request.status.name)
+        if refusal is not None:
+            log.warning("report refused: %s", refusal)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         problem = self.coordinator.check(request.status)
         if problem is not None:
             log.warning("report refused: %s", problem)
@@ -120,16 +126,22 @@ def known_addresses(topology: topology_mod.Topology, endpoints: Path | None) -> 
 
 
 async def serve(
-    config: str, listen: str, endpoints: Path | None, run_dir: Path | None, reprotect: bool = True
+    config: str,
+    listen: str,
+    endpoints: Path | None,
+    run_dir: Path | None,
+    reprotect: bool = True,
+    tls_dir: Path | None = None,
 ) -> int:
     topology = topology_mod.resolve(config_mod.load(config))
+    security = process_security(COORDINATOR, tls_dir, topology.config.insecure)
     addresses = known_addresses(topology, endpoints)
     events = EventLog("coordinator", run_dir)
     coordinator = Coordinator(topology, addresses, events, time.monotonic(), reprotect=reprotect)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     cdpb_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
     try:
-        bound = server.add_insecure_port(listen)
+        bound = security.add_port(server, listen)
     except RuntimeError:
         bound = 0
     if not bound:
@@ -166,7 +178,13 @@ async def _watch_launcher(pid: int) -> None:
 
 
 def run_coordinator(
-    config: str, listen: str, endpoints: Path | None, run_dir: Path | None, reprotect: bool, level: str
+    config: str,
+    listen: str,
+    endpoints: Path | None,
+    run_dir: Path | None,
+    reprotect: bool,
+    level: str,
+    tls_dir: Path | None = None,
 ) -> int:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -176,4 +194,4 @@ def run_coordinator(
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import uvloop
 
-    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect))
+    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect, tls_dir))

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from node.tls import ADMIN, CA_FILE, COORDINATOR, Security
 from semiactive.config import ConfigError
 from semiactive.wire import coordinator_pb2 as cdpb
 from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
@@ -34,8 +35,8 @@ def coordinator_of(run_dir: Path) -> str:
         ) from None
 
 
-async def cluster_state(address: str) -> cdpb.ClusterStatus:
-    async with grpc.aio.insecure_channel(address) as channel:
+async def cluster_state(address: str, security: Security) -> cdpb.ClusterStatus:
+    async with security.channel(address, COORDINATOR) as channel:
         state: cdpb.ClusterStatus = await cdpb_grpc.CoordinatorStub(channel).ClusterState(
             pb.Empty(), timeout=TIMEOUT_S
         )
@@ -89,11 +90,24 @@ def describe(state: cdpb.ClusterStatus) -> str:
     return "\n".join(lines)
 
 
-def show_status(address: str, run_dir: Path | None, as_json: bool) -> int:
+def admin_security(run_dir: Path | None, tls_dir: Path | None) -> Security:
+    """The operator's credentials: ``--tls-dir``, else a run's own
+    (``RUN_DIR/tls``); insecure when the run has none (``insecure: true``)."""
+    if tls_dir is None and run_dir is not None:
+        tls_dir = run_dir / "tls"
+        if not (tls_dir / CA_FILE).exists():
+            return Security.insecure(ADMIN)
+    if tls_dir is None:
+        return Security.insecure(ADMIN)
+    return Security.load(tls_dir, ADMIN)
+
+
+def show_status(address: str, run_dir: Path | None, as_json: bool, tls_dir: Path | None = None) -> int:
     if run_dir is not None:
         address = coordinator_of(run_dir)
+    security = admin_security(run_dir, tls_dir)
     try:
-        state = asyncio.run(cluster_state(address))
+        state = asyncio.run(cluster_state(address, security))
     except grpc.aio.AioRpcError as exc:
         print(
             f"semiactive status: coordinator {address}: {exc.code().name}: {exc.details()}", file=sys.stderr

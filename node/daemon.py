@@ -21,12 +21,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.replica import Mode
 from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
+from node import authorization
 from node.atomic_file import write_json
 from node.codec import RowCodec
 from node.coordinator_link import CoordinatorLink
@@ -41,6 +43,7 @@ from node.roles.sink import SinkRole
 from node.roles.source import SourceRole
 from node.sections.input import EdgeInput
 from node.sources import SourceDataError
+from node.tls import Security, caller
 from node.transport import GRPC_OPTIONS, DataPlaneServer, Rejected
 from semiactive.topology import Stage, Topology
 from semiactive.wire import control_pb2 as cpb
@@ -84,6 +87,7 @@ class NodeDaemon:
         start_now: bool = False,
         spare: bool = False,
         coordinator: str | None = None,
+        security: Security | None = None,
     ) -> None:
         if name not in topology.nodes:
             raise StartupError(
@@ -104,7 +108,8 @@ class NodeDaemon:
         self.drain_then_exit = False
         self.drain_deadline = 0.0
         self.views = initial_views(topology)
-        self.peers = Peers(self.addresses)
+        self.security = security or Security.insecure(name)
+        self.peers = Peers(self.addresses, self.security)
         self.events = EventLog(name, run_dir)
         stage = None if spare else topology.stage_of(name)
         self.stage: Stage | None = stage
@@ -129,6 +134,7 @@ class NodeDaemon:
                 self.metrics,
                 epoch=lambda: 0,
                 on_refused=lambda sender, details: None,
+                security=self.security,
             )
             self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
         elif self._role in ("primary", "secondary"):
@@ -211,16 +217,35 @@ class NodeDaemon:
 
     # -- data plane ---------------------------------------------------------------------------
 
-    def accept(self, hello: pb.Hello, peer: str) -> InboundEdgeSession:
+    def accept(self, hello: pb.Hello, caller: str | None) -> InboundEdgeSession:
         session = self.sessions.get(hello.edge)
         if session is None:
             known = any(hello.edge == e.id for e in self.topology.edges)
             code = grpc.StatusCode.UNAVAILABLE if known else grpc.StatusCode.INVALID_ARGUMENT
             raise Rejected(code, f"{self.name} has no input edge {hello.edge!r} ({self.role})")
+        producer = session.edge.producer
+        refusal = authorization.may_send_as(caller, self.views, hello.sender, producer, hello.epoch)
+        if refusal is not None:
+            # A replica this node has not heard of yet may be one the views
+            # will name in a moment: it retries. A forged name never passes.
+            lagging = hello.sender == caller and hello.epoch <= self.views[producer].epoch + 1
+            self._refused("push", caller, refusal)
+            code = grpc.StatusCode.UNAVAILABLE if lagging else grpc.StatusCode.PERMISSION_DENIED
+            raise Rejected(code, refusal)
         session.check(hello)
         return session
 
-    async def on_ack(self, notice: pb.AckNotice) -> None:
+    def _refused(self, what: str, caller: str | None, reason: str) -> None:
+        log.warning("%s: refused %s: %s", self.name, what, reason)
+        self.metrics.requests_refused.labels(what).inc()
+        self.events.emit("refused", request=what, caller=caller, reason=reason)
+
+    async def on_ack(self, notice: pb.AckNotice, caller: str | None) -> None:
+        consumer = notice.edge.split("->", 1)[1] if "->" in notice.edge else ""
+        refusal = authorization.may_acknowledge(caller, self.views, notice.sender, consumer)
+        if refusal is not None:
+            self._refused("ack", caller, refusal)
+            raise Rejected(grpc.StatusCode.PERMISSION_DENIED, refusal)
         if self.replica is not None:
             point = point_from_pb(notice.point) if notice.HasField("point") else None
             self.replica.on_notice(notice, point)
@@ -361,7 +386,7 @@ class NodeDaemon:
         if self.source is not None and self.source.config.kind == "ingest":
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
         try:
-            bound = server.add_insecure_port(self.listen)
+            bound = self.security.add_port(server, self.listen)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {self.listen}: {exc} (is the port in use?)") from None
         if not bound:
@@ -391,6 +416,7 @@ class NodeDaemon:
                 self.apply_view,
                 self.report_interval,
                 self.apply_batch_sizes,
+                self.security,
             )
             tasks.append(asyncio.create_task(link.run(), name="coordinator"))
         if self.replica is not None:
@@ -514,18 +540,35 @@ class ControlServicer(cpb_grpc.ControlServicer):
     def __init__(self, node: NodeDaemon) -> None:
         self.node = node
 
+    async def _check(
+        self, context: grpc.aio.ServicerContext[Any, Any], what: str, refusal: str | None
+    ) -> None:
+        if refusal is not None:
+            self.node._refused(what, caller(context), refusal)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+
     async def Status(self, request: pb.Empty, context: object) -> cpb.NodeStatus:
         return self.node.status()
 
-    async def Start(self, request: cpb.StartRequest, context: object) -> pb.Empty:
+    async def Start(self, request: cpb.StartRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Empty:
+        await self._check(context, "start", authorization.may_control(caller(context), "start"))
         self.node.start(request.t0_unix)
         return pb.Empty()
 
-    async def Stop(self, request: cpb.StopRequest, context: object) -> pb.Empty:
+    async def Stop(self, request: cpb.StopRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Empty:
+        await self._check(context, "stop", authorization.may_control(caller(context), "stop"))
         self.node.stop(request.exit, request.now)
         return pb.Empty()
 
-    async def UpdateView(self, request: cpb.StageView, context: object) -> pb.Empty:
+    async def UpdateView(
+        self, request: cpb.StageView, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Empty:
+        try:
+            view = view_from_pb(request)
+        except (ValueError, KeyError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad view: {exc}")
+        refusal = authorization.may_change_view(caller(context), self.node.views, view)
+        await self._check(context, "view", refusal)
         self.node.apply_view(request)
         return pb.Empty()
 
@@ -536,7 +579,10 @@ class ControlServicer(cpb_grpc.ControlServicer):
         node restarted under a dead primary's name, or a primary since
         fenced, must not look like the primary its secondary watches."""
         node = self.node
+        who = caller(context)
         async for ping in request_iterator:
+            if who is not None and ping.sender != who:
+                await self._check(context, "heartbeat", f"{who} pings as {ping.sender!r}")
             stage = node.stage.name if node.stage is not None else ""
             if node.role != "primary" or (ping.stage and ping.stage != stage):
                 await context.abort(
@@ -552,6 +598,10 @@ class IngestServicer(pb_grpc.IngestServicer):
     async def Send(
         self, request_iterator: object, context: grpc.aio.ServicerContext[pb.IngestBatch, pb.IngestReply]
     ) -> pb.IngestReply:
+        refusal = authorization.may_ingest(caller(context))
+        if refusal is not None:
+            log.warning("refused ingest: %s", refusal)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         accepted = 0
         async for batch in request_iterator:  # type: ignore[attr-defined]
             try:

@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from node.tls import process_security
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
@@ -68,6 +69,7 @@ def run_node(
     level: str,
     spare: bool = False,
     coordinator: str | None = None,
+    tls_dir: Path | None = None,
 ) -> int:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -78,6 +80,7 @@ def run_node(
     loaded = config_mod.load(config)
     topology = topology_mod.resolve(loaded)
     addresses, metrics = addresses_from(topology, endpoints)
+    security = process_security(name, tls_dir, topology.config.insecure)
 
     from node.daemon import NodeDaemon, StartupError
     from node.transport import PeerUnreachable
@@ -92,6 +95,7 @@ def run_node(
             start_now=start_now,
             spare=spare,
             coordinator=coordinator,
+            security=security,
         )
     except StartupError as exc:
         raise ConfigError(str(exc), config) from None

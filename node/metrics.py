@@ -40,6 +40,13 @@ class NodeMetrics:
             ["edge", "reason"],
             registry=self.registry,
         )
+        self.requests_refused = Counter(
+            "semiactive_requests_refused_total",
+            "Requests refused because the caller may not make them, per kind: "
+            "push, ack, start, stop, view, heartbeat.",
+            ["request"],
+            registry=self.registry,
+        )
         self.tuples_out = Counter(
             "semiactive_tuples_produced_total", "Rows appended to the output log.", registry=self.registry
         )

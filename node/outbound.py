@@ -21,6 +21,7 @@ from ha.views import ViewTable
 from node.codec import RowCodec
 from node.messages import point_from_pb
 from node.metrics import NodeMetrics
+from node.tls import Security
 from node.transport import EdgeSender, RefusalHandler
 from semiactive.topology import Stage, Topology
 from semiactive.wire import dataplane_pb2 as pb
@@ -43,6 +44,7 @@ class Outbound:
         epoch: Callable[[], int],
         on_refused: RefusalHandler,
         on_acknowledged: Callable[[], None] | None = None,
+        security: Security | None = None,
     ) -> None:
         assert stage.schema is not None
         self.node = node
@@ -55,6 +57,7 @@ class Outbound:
         self.epoch = epoch
         self.on_refused = on_refused
         self.on_acknowledged = on_acknowledged
+        self.security = security
         self.codec = RowCodec(stage.schema, stage.kind)
         self.senders: dict[tuple[str, int], EdgeSender] = {}
         self.tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -100,6 +103,7 @@ class Outbound:
                     batch_rows=cfg.batch_rows,
                     linger=cfg.linger_ms / 1000,
                     connect_timeout=cfg.connect_timeout_ms / 1000,
+                    security=self.security,
                 )
                 self.senders[key] = sender
                 task = asyncio.create_task(sender.run(), name=f"send {edge.id} {CHANNELS[channel]}")

@@ -26,6 +26,7 @@ from ha.output_log import OutputLog
 from ha.resync import ResyncPoint
 from node.codec import CodecError, RowCodec
 from node.messages import point_to_pb
+from node.tls import Security, caller
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 
@@ -119,8 +120,9 @@ class InboundEdge(Protocol):
     def detach(self, stream: InboundStream) -> None: ...
 
 
-Acceptor = Callable[[pb.Hello, str], "InboundEdge"]
-AckHandler = Callable[[pb.AckNotice], Awaitable[None]]
+# Both get the caller's verified name (None on an insecure cluster).
+Acceptor = Callable[[pb.Hello, str | None], "InboundEdge"]
+AckHandler = Callable[[pb.AckNotice, str | None], Awaitable[None]]
 
 
 class DataPlaneServer(pb_grpc.DataPlaneServicer):
@@ -138,7 +140,7 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first frame of a Push must be a hello")
         hello = first.hello
         try:
-            edge = self._accept(hello, context.peer())
+            edge = self._accept(hello, caller(context))
         except Rejected as exc:
             log.info("refused %s from %s: %s", hello.edge, hello.sender, exc.message)
             await context.abort(exc.code, exc.message)
@@ -173,7 +175,10 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
         if self._on_ack is None:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node takes no acks")
         else:
-            await self._on_ack(request)
+            try:
+                await self._on_ack(request, caller(context))
+            except Rejected as exc:
+                await context.abort(exc.code, exc.message)
         return pb.Empty()
 
 
@@ -221,8 +226,10 @@ class EdgeSender:
         batch_rows: int = 1024,
         linger: float = 0.0,
         connect_timeout: float = 10.0,
+        security: Security | None = None,
     ) -> None:
         self.sender = sender
+        self.security = security or Security.insecure(sender)
         self.edge = edge
         self.target = target
         self.address = address
@@ -283,7 +290,7 @@ class EdgeSender:
                     if self.on_refused is not None:
                         self.on_refused(self, exc.details() or "")
                     return
-                if code is grpc.StatusCode.INVALID_ARGUMENT:
+                if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED):
                     log.error("%s -> %s: %s", self.edge, self.target, self.last_error)
                     return
                 if code in (grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.ABORTED):
@@ -301,7 +308,7 @@ class EdgeSender:
             backoff = min(backoff * 2, 0.5)
 
     async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS) as channel:
+        async with self.security.channel(self.address, self.target, GRPC_OPTIONS) as channel:
             call = pb_grpc.DataPlaneStub(channel).Push()
             hello = pb.Hello(
                 edge=self.edge,

@@ -23,6 +23,7 @@ from semiactive.config import ConfigError
 USAGE_ERROR = 2
 COORDINATOR_ENV = "SEMIACTIVE_COORDINATOR"
 DEFAULT_COORDINATOR = "127.0.0.1:7070"
+TLS_DIR_ENV = "SEMIACTIVE_TLS_DIR"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     node.add_argument("--start-now", action="store_true", help="sources start emitting at once")
     node.add_argument("--spare", action="store_true", help="start as a spare, whatever the config says")
     node.add_argument("--coordinator", metavar="HOST:PORT", help="report to this coordinator")
+    _tls_dir_option(node)
     node.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
 
     coord = sub.add_parser("coordinator", help="run the coordinator (the control plane) of a cluster")
@@ -63,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     coord.add_argument(
         "--no-reprotect", action="store_true", help="converge views only; assign no new secondaries"
     )
+    _tls_dir_option(coord)
     coord.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
 
     status = sub.add_parser("status", help="every stage and node of a running cluster, from its coordinator")
@@ -72,6 +75,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     where.add_argument("--run-dir", type=Path, help="the coordinator of this `cluster up` run")
     status.add_argument("--json", action="store_true", help="machine-readable")
+    _tls_dir_option(status, "admin's; default $SEMIACTIVE_TLS_DIR, or RUN_DIR/tls with --run-dir")
+
+    certs = sub.add_parser("certs", help="mutual-TLS certificates of a cluster (a CA, one per identity)")
+    tsub = certs.add_subparsers(dest="action", required=True)
+    init = tsub.add_parser("init", help="a new CA and a certificate for every node, coordinator and admin")
+    init.add_argument("dir", type=Path)
+    init.add_argument("--config", required=True)
+    init.add_argument("--days", type=float, default=365.0, help="validity (default 365)")
+    issue = tsub.add_parser("issue", help="one more identity (e.g. ingest-NAME) from DIR's CA")
+    issue.add_argument("dir", type=Path)
+    issue.add_argument("name")
+    issue.add_argument("--days", type=float, default=365.0)
 
     query = sub.add_parser("query", help="compile or run CQL in this process")
     qsub = query.add_subparsers(dest="action", required=True)
@@ -91,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
 
     experiment = sub.add_parser("experiment", help="seed 002's experiments")
     esub = experiment.add_subparsers(dest="action", required=True)
-    sweep = esub.add_parser("sweep", help="overhead and recovery time per mode and batch size (exp. 1, 2)")
+    sweep = esub.add_parser("sweep", help="overhead and recovery time per mode and batch size (exp. 1-3)")
     sweep.add_argument("config")
     sweep.add_argument("--modes", default="as,ub,sas")
     sweep.add_argument("--batch-sizes", default="1,50,100,150,200,250,300,350,400,450,500")
@@ -99,6 +114,23 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--kill", default="node-2@6", metavar="NODE@SECONDS", help="default node-2@6")
     sweep.add_argument("--duration", type=float, default=8.0, help="seconds of each run (default 8)")
     sweep.add_argument("--out", type=Path, help="directory for runs and sweep.csv")
+    sweep.add_argument(
+        "--network-load",
+        default="0",
+        metavar="RATE,...",
+        help="exp. 3: sweep once per level of iperf3 load, e.g. 40MB/s,60MB/s, nodes in network "
+        "namespaces (0, the default: no load, on loopback)",
+    )
+
+    asas = esub.add_parser("asas", help="Adaptive SAS under a rate or cost step (exp. 4, 5)")
+    asas.add_argument("--scenario", required=True, choices=["rate", "cost"])
+    asas.add_argument("--modes", default="asas,as,ub")
+    asas.add_argument("--tuner", default="both", choices=["algorithm3", "model", "both"])
+    asas.add_argument("--kill-times", default="1,5,10,15,20,25,30", metavar="S,...", help="node-2 killed")
+    asas.add_argument("--repeat", type=int, default=1)
+    asas.add_argument("--duration", type=float, default=30.0, help="seconds of the run without kill")
+    asas.add_argument("--step-at", type=float, metavar="S", help="move the rate or cost step (default 10 s)")
+    asas.add_argument("--out", type=Path, help="directory for runs, bandwidth.csv and recovery.csv")
 
     chaos = sub.add_parser("chaos", help="randomised kills and freezes, each run checked exactly")
     chaos.add_argument("config")
@@ -140,6 +172,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _tls_dir_option(parser: argparse.ArgumentParser, whose: str = "default $SEMIACTIVE_TLS_DIR") -> None:
+    parser.add_argument(
+        "--tls-dir",
+        type=Path,
+        default=os.environ.get(TLS_DIR_ENV) or None,
+        help=f"CA, certificate and key of this process ({whose}); not needed with `insecure: true`",
+    )
+
+
 def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -170,18 +211,31 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.log_level,
             args.spare,
             args.coordinator,
+            args.tls_dir,
         )
     if args.command == "coordinator":
         from coordinator.service import run_coordinator
 
         return run_coordinator(
-            args.config, args.listen, args.endpoints, args.run_dir, not args.no_reprotect, args.log_level
+            args.config,
+            args.listen,
+            args.endpoints,
+            args.run_dir,
+            not args.no_reprotect,
+            args.log_level,
+            args.tls_dir,
         )
     if args.command == "status":
         from coordinator.status import show_status
 
         address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
-        return show_status(address, args.run_dir, args.json)
+        return show_status(address, args.run_dir, args.json, args.tls_dir)
+    if args.command == "certs":
+        from coordinator.certificates import issue_certs
+
+        return issue_certs(
+            args.action, args.dir, getattr(args, "config", None), getattr(args, "name", ""), args.days
+        )
     if args.command == "query":
         from semiactive import embedded
 
@@ -197,13 +251,29 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.config, args.duration, args.run_dir, args.kill, args.stop, progress=not args.quiet
             )
         )
+    if args.command == "experiment" and args.action == "asas":
+        from coordinator.asas_experiment import parse_times, run_asas_experiment
+
+        out = args.out or Path("runs") / f"asas-{time.strftime('%Y%m%d-%H%M%S')}"
+        modes = [m.strip().lower() for m in args.modes.split(",") if m.strip()]
+        return run_asas_experiment(
+            args.scenario,
+            modes,
+            args.tuner,
+            parse_times(args.kill_times),
+            args.repeat,
+            args.duration,
+            args.step_at,
+            out,
+        )
     if args.command == "experiment":
         from coordinator.experiments import run_sweep
 
         out = args.out or Path("runs") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
         modes = [m.strip().lower() for m in args.modes.split(",") if m.strip()]
         sizes = _ints(args.batch_sizes, "--batch-sizes")
-        return run_sweep(args.config, modes, sizes, args.repeat, args.kill, args.duration, out)
+        loads = _loads(args.network_load)
+        return run_sweep(args.config, modes, sizes, args.repeat, args.kill, args.duration, out, loads)
     if args.command == "chaos":
         from coordinator.chaos import run_chaos
 
@@ -224,6 +294,19 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_demo(args.duration, args.run_dir)
     raise AssertionError(args.command)
+
+
+def _loads(text: str) -> list[float]:
+    """``--network-load``: bandwidths such as ``40MB/s``; ``0`` is no load."""
+    from semiactive.config import parse_bytes_per_s
+
+    try:
+        loads = [
+            0.0 if v.strip() == "0" else parse_bytes_per_s(v.strip()) for v in text.split(",") if v.strip()
+        ]
+    except ValueError as exc:
+        raise ConfigError(f"--network-load {text!r}: {exc}") from None
+    return loads or [0.0]
 
 
 def _ints(text: str, option: str) -> list[int]:

@@ -208,6 +208,8 @@ class Endpoint(_Model):
 
 class ClusterConfig(_Model):
     name: Annotated[str, Field(pattern=NAME)] = "cluster"
+    # Debugging only: no TLS, no authentication (node/tls.py).
+    insecure: bool = False
     heartbeat_ms: Annotated[int, Field(ge=10)] = 250
     failure_timeout_ms: Annotated[int | None, Field(ge=10)] = None
     ack_interval_ms: Annotated[int, Field(ge=5)] = 250

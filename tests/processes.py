@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import grpc
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +30,26 @@ def semiactive(
         cwd=ROOT,
         env=dict(os.environ, **(env or {})),
     )
+
+
+def issue_tls(config_path: Path, directory: Path) -> Path:
+    """Certificates for every identity of a config (as `certs init` makes),
+    for tests that start nodes or a coordinator by hand."""
+    from coordinator.certificates import identities, issue_cluster
+    from semiactive import config, topology
+
+    issue_cluster(directory, "test", identities(topology.resolve(config.load(config_path))))
+    return directory
+
+
+def sync_channel(tls_dir: Path, address: str, peer: str, as_: str = "admin") -> grpc.Channel:
+    """A blocking channel to ``peer`` at ``address``, authenticated as ``as_``."""
+    credentials = grpc.ssl_channel_credentials(
+        (tls_dir / "ca.pem").read_bytes(),
+        (tls_dir / f"{as_}.key").read_bytes(),
+        (tls_dir / f"{as_}.pem").read_bytes(),
+    )
+    return grpc.secure_channel(address, credentials, options=[("grpc.ssl_target_name_override", peer)])
 
 
 def write_config(path: Path, config: dict[str, Any]) -> Path:

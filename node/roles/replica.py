@@ -86,6 +86,7 @@ class ReplicaRole:
             epoch=lambda: self.views[stage.name].epoch,
             on_refused=self._refused,
             on_acknowledged=self.consumer_acknowledged,
+            security=peers.security,
         )
         self.sessions: dict[str, InboundEdgeSession] = {}
         self.wake = asyncio.Event()

@@ -13,11 +13,12 @@ from pathlib import Path
 import grpc
 import pytest
 
+from node.tls import Security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
-from tests.processes import ROOT, assert_no_processes, chain_config, semiactive, write_config
+from tests.processes import ROOT, assert_no_processes, chain_config, issue_tls, semiactive, write_config
 
 SELECT = ["REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0"]
 
@@ -104,8 +105,18 @@ def test_peer_unreachable_at_start(tmp_path: Path) -> None:
     endpoints.write_text(json.dumps({n: {"host": "127.0.0.1", "port": p} for n, p in ports.items()}))
     started = time.monotonic()
     # node-1 starts alone: its downstream, the sink, never comes up.
+    tls = issue_tls(config, tmp_path / "tls")
     result = semiactive(
-        "node", "--config", str(config), "--name", "node-1", "--endpoints", str(endpoints), timeout=30
+        "node",
+        "--config",
+        str(config),
+        "--name",
+        "node-1",
+        "--endpoints",
+        str(endpoints),
+        "--tls-dir",
+        str(tls),
+        timeout=30,
     )
     assert result.returncode == 1
     assert f"cannot reach sink at 127.0.0.1:{ports['sink']}" in result.stderr
@@ -136,13 +147,15 @@ def test_garbage_on_the_data_port_is_refused_and_the_node_lives_on(tmp_path: Pat
             str(endpoints),
             "--run-dir",
             str(tmp_path / "run"),
+            "--tls-dir",
+            str(issue_tls(config, tmp_path / "tls")),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     try:
-        asyncio.run(_garbage(port))
+        asyncio.run(_garbage(port, tmp_path / "tls"))
         assert proc.poll() is None, "the node died"
     finally:
         proc.kill()
@@ -150,10 +163,12 @@ def test_garbage_on_the_data_port_is_refused_and_the_node_lives_on(tmp_path: Pat
     assert_no_processes(str(config))
 
 
-async def _garbage(port: int) -> None:
+async def _garbage(port: int, tls: Path) -> None:
+    """Garbage from a peer holding a valid certificate: node-1's, the sink's
+    real producer (the worst case: TLS itself refuses everyone else)."""
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 20
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with Security.load(tls, "node-1").channel(address, "sink") as channel:
         control = cpb_grpc.ControlStub(channel)
         while True:
             try:
@@ -187,7 +202,7 @@ async def _garbage(port: int) -> None:
         edge = status.inputs[0].edge
         call = data.Push()
         layout = "stream:<qqq20s:id,val,pad"  # the s1 edge's row layout
-        await call.write(pb.Frame(hello=pb.Hello(edge=edge, sender="x", channel=pb.DATA, layout=layout)))
+        await call.write(pb.Frame(hello=pb.Hello(edge=edge, sender="node-1", channel=pb.DATA, layout=layout)))
         welcome = await call.read()
         assert welcome.welcome.next_seq == 1
         await call.write(pb.Frame(batch=pb.Batch(first_seq=1, count=3, rows=b"\x01" * 17, watermark=5)))
@@ -198,4 +213,9 @@ async def _garbage(port: int) -> None:
         # The node still answers.
         status = await control.Status(pb.Empty(), timeout=2)
         assert status.name == "sink"
-        await control.Stop(cpb.StopRequest(exit=True, now=True), timeout=2)
+        # A data-plane peer may not stop it; only admin (and the coordinator) may.
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await control.Stop(cpb.StopRequest(exit=True, now=True), timeout=2)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    async with Security.load(tls, "admin").channel(address, "sink") as channel:
+        await cpb_grpc.ControlStub(channel).Stop(cpb.StopRequest(exit=True, now=True), timeout=2)

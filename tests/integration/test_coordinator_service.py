@@ -18,13 +18,14 @@ import pytest
 
 from coordinator.ports import PortAllocator
 from coordinator.verify import check_run
+from node.tls import Security
 from semiactive import config, topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import coordinator_pb2 as cdpb
 from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, start_launcher
-from tests.processes import ROOT, assert_no_processes, semiactive
+from tests.processes import ROOT, assert_no_processes, issue_tls, semiactive
 
 pytestmark = pytest.mark.slow
 
@@ -88,6 +89,8 @@ def test_a_live_coordinator_refuses_garbage_and_keeps_serving(tmp_path: Path) ->
             str(config_path),
             "--listen",
             address,
+            "--tls-dir",
+            str(issue_tls(config_path, tmp_path / "tls")),
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -95,12 +98,13 @@ def test_a_live_coordinator_refuses_garbage_and_keeps_serving(tmp_path: Path) ->
         text=True,
     )
     try:
-        asyncio.run(_garbage(address))
-        text = semiactive("status", "--coordinator", address, timeout=30)
+        asyncio.run(_garbage(address, tmp_path / "tls"))
+        tls = ("--tls-dir", str(tmp_path / "tls"))
+        text = semiactive("status", "--coordinator", address, *tls, timeout=30)
         assert text.returncode == 0, text.stderr
         assert "stage-2" in text.stdout and "node-2" in text.stdout
         # node-2 reported once (below), as primary of stage-2.
-        state = json.loads(semiactive("status", "--coordinator", address, "--json", timeout=30).stdout)
+        state = json.loads(semiactive("status", "--coordinator", address, "--json", *tls, timeout=30).stdout)
         node2 = next(n for n in state["nodes"] if n["name"] == "node-2")
         assert node2["role"] == "primary"
         assert _stage(state, "stage-2")["epoch"] == "0"  # the forged epoch was ignored
@@ -109,12 +113,13 @@ def test_a_live_coordinator_refuses_garbage_and_keeps_serving(tmp_path: Path) ->
         proc.communicate(timeout=10)
     assert proc.returncode == 0
     assert_no_processes(address)
-    down = semiactive("status", "--coordinator", address, timeout=30)
+    down = semiactive("status", "--coordinator", address, *tls, timeout=30)
     assert down.returncode == 1 and "UNAVAILABLE" in down.stderr
 
 
-async def _garbage(address: str) -> None:
-    async with grpc.aio.insecure_channel(address) as channel:
+async def _garbage(address: str, tls: Path) -> None:
+    """Garbage from a holder of node-2's certificate (TLS refuses anyone else)."""
+    async with Security.load(tls, "node-2").channel(address, "coordinator") as channel:
         stub = cdpb_grpc.CoordinatorStub(channel)
         deadline = time.monotonic() + 20
         while True:  # until it listens
@@ -124,14 +129,20 @@ async def _garbage(address: str) -> None:
             except grpc.aio.AioRpcError:
                 assert time.monotonic() < deadline, "the coordinator never answered"
                 await asyncio.sleep(0.1)
-        for status in (
-            cpb.NodeStatus(),  # no name
-            cpb.NodeStatus(name="intruder", role="primary", stage="stage-2"),
-            cpb.NodeStatus(name="node-2", role="primary", stage="no-such-stage"),
+        for status, code in (
+            (cpb.NodeStatus(), grpc.StatusCode.PERMISSION_DENIED),  # not as itself
+            (
+                cpb.NodeStatus(name="node-3", role="primary", stage="stage-3"),
+                grpc.StatusCode.PERMISSION_DENIED,
+            ),
+            (
+                cpb.NodeStatus(name="node-2", role="primary", stage="no-such-stage"),
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ),
         ):
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await stub.Report(cdpb.NodeReport(status=status), timeout=2)
-            assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.code() is code
         # Bytes that are no protobuf at all.
         raw = channel.unary_unary("/semiactive.wire.Coordinator/Report")
         with pytest.raises(grpc.aio.AioRpcError):

@@ -23,7 +23,15 @@ from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
-from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, write_config
+from tests.processes import (
+    ROOT,
+    assert_no_processes,
+    issue_tls,
+    read_jsonl,
+    semiactive,
+    sync_channel,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -190,6 +198,7 @@ class Nodes:
         )
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.channels: dict[str, grpc.Channel] = {}
+        self.tls = issue_tls(config, tmp_path / "tls")
 
     def start(self) -> None:
         (self.run_dir / "logs").mkdir(parents=True)
@@ -210,13 +219,15 @@ class Nodes:
                         "--run-dir",
                         str(self.run_dir),
                         "--start-now",
+                        "--tls-dir",
+                        str(self.tls),
                     ],
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
-            self.channels[name] = grpc.insecure_channel(f"127.0.0.1:{self.ports[name]}")
+            self.channels[name] = sync_channel(self.tls, f"127.0.0.1:{self.ports[name]}", name)
         deadline = time.monotonic() + 20
         for name in self.ports:
             while True:
