@@ -47,7 +47,5 @@ def test_a_node_without_credentials_says_how_to_get_them(tmp_path: Path) -> None
     result = semiactive(*common, timeout=60)
     assert result.returncode == 2
     assert "give --tls-dir" in result.stderr and "certs init" in result.stderr
-    missing = semiactive(
-        "node", "--config", str(CONFIG), "--name", "node-1", "--tls-dir", str(tmp_path), timeout=60
-    )
+    missing = semiactive(*common, "--tls-dir", str(tmp_path), timeout=60)
     assert missing.returncode == 2 and "ca.pem: cannot read TLS credentials" in missing.stderr
