@@ -139,7 +139,7 @@ def run_chaos(
         # An exit or freeze nobody injected is one of our processes failing on its own.
         run_crashed = sum(f.origin == "observed" for f in faults_seen)
         crashed += run_crashed
-        errors = len(reports[0].coordinator_errors) if reports else 0
+        errors = len(reports[0].coordinator_errors) + len(reports[0].losses_noticed) if reports else 0
         run_failed = bool(run_lost or run_dup or run_wrong or code or run_crashed or errors)
         failed += run_failed
         injected += len(faults_seen) - run_crashed
@@ -152,7 +152,7 @@ def run_chaos(
         verdict = "FAILED" if run_failed else "ok"
         eta = (time.monotonic() - started) / (i + 1) * (runs - i - 1)
         own = f", {run_crashed} exit(s) nobody injected" if run_crashed else ""
-        own += f", {errors} coordinator error(s)" if errors else ""
+        own += f", {errors} coordinator error(s) or noticed loss(es)" if errors else ""
         print(
             f"[{i + 1}/{runs}] {what}: lost {run_lost}, duplicated {run_dup}, wrong {run_wrong}{own}, "
             f"exit {code} -> {verdict}  (about {eta:.0f} s left)",

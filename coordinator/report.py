@@ -64,6 +64,8 @@ class RunReport:
     # The coordinator's own failures (a step that raised): a run with any is
     # not a clean run, whatever its sinks received.
     coordinator_errors: list[str] = field(default_factory=list)
+    # Rows a node found freed when a consumer needed them (event rows_lost).
+    losses_noticed: list[dict[str, Any]] = field(default_factory=list)
 
     def record_stopped(
         self, stopped: list[Any], received: dict[str, dict[str, int]], checks: list[Any]
@@ -88,6 +90,7 @@ class RunReport:
             "stopped": self.stopped,
             "lost": self.lost,
             "coordinator_errors": self.coordinator_errors,
+            "losses_noticed": self.losses_noticed,
             "emitted": self.emitted,
             "sinks": self.sinks,
             "faults": [asdict(f) for f in self.faults],
@@ -122,6 +125,11 @@ class RunReport:
             )
         for error in self.coordinator_errors:
             lines.append(f"COORDINATOR ERROR: {error}")
+        for loss in self.losses_noticed:
+            lines.append(
+                f"ROWS LOST: {loss.get('node')} freed seqs {loss.get('first')}-{loss.get('last')} of "
+                f"{loss.get('edge')} that {loss.get('target')} still needed"
+            )
         for st in self.stopped:
             got = ", ".join(f"{edge} {seq:,} rows" for edge, seq in st["consumers_received"].items())
             got = got or "nothing (none alive)"
@@ -172,6 +180,7 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
         (e for path in telemetry.glob("events-*.jsonl") for e in _jsonl(path)), key=lambda e: float(e["t"])
     )
     report.coordinator_errors = [str(e.get("error", "")) for e in events if e["event"] == "coordinator_error"]
+    report.losses_noticed = [e for e in events if e["event"] == "rows_lost"]
     arrivals = _arrival_times(telemetry)
     emitted_until = _emission_end(run_dir)
     injected = fault_records(run_dir)

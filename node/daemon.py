@@ -135,6 +135,7 @@ class NodeDaemon:
                 epoch=lambda: 0,
                 on_refused=lambda sender, details: None,
                 security=self.security,
+                events=self.events,
             )
             self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
         elif self._role in ("primary", "secondary"):

@@ -47,6 +47,12 @@ class NodeMetrics:
             ["request"],
             registry=self.registry,
         )
+        self.rows_lost = Counter(
+            "semiactive_rows_lost_total",
+            "Rows a consumer needed that this node's output log had already freed (never expected).",
+            ["edge"],
+            registry=self.registry,
+        )
         self.tuples_out = Counter(
             "semiactive_tuples_produced_total", "Rows appended to the output log.", registry=self.registry
         )

@@ -19,6 +19,7 @@ from ha.output_log import OutputLog
 from ha.routing import backup_target, data_target
 from ha.views import ViewTable
 from node.codec import RowCodec
+from node.events import EventLog
 from node.messages import point_from_pb
 from node.metrics import NodeMetrics
 from node.tls import Security
@@ -45,6 +46,7 @@ class Outbound:
         on_refused: RefusalHandler,
         on_acknowledged: Callable[[], None] | None = None,
         security: Security | None = None,
+        events: EventLog | None = None,
     ) -> None:
         assert stage.schema is not None
         self.node = node
@@ -58,6 +60,7 @@ class Outbound:
         self.on_refused = on_refused
         self.on_acknowledged = on_acknowledged
         self.security = security
+        self.events = events
         self.codec = RowCodec(stage.schema, stage.kind)
         self.senders: dict[tuple[str, int], EdgeSender] = {}
         self.tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -98,6 +101,7 @@ class Outbound:
                     epoch=self.epoch,
                     on_feedback=self._on_feedback,
                     on_refused=self.on_refused,
+                    on_lost=self._lost,
                     limit=limit,
                     count_bytes=self._counter(edge.id, CHANNELS[channel]),
                     batch_rows=cfg.batch_rows,
@@ -122,6 +126,13 @@ class Outbound:
             metric.inc(size)
 
         return count
+
+    def _lost(self, sender: EdgeSender, first: int, last: int) -> None:
+        """Rows a receiver needed were freed: never expected; a loss every
+        campaign and verification counts (event ``rows_lost``)."""
+        self.metrics.rows_lost.labels(sender.edge).inc(last - first + 1)
+        if self.events is not None:
+            self.events.emit("rows_lost", edge=sender.edge, target=sender.target, first=first, last=last)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -184,6 +184,8 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
 
 FeedbackHandler = Callable[["EdgeSender", pb.Feedback], None]
 RefusalHandler = Callable[["EdgeSender", str], None]
+# (sender, first, last): seqs a receiver needed that the log no longer had.
+LossHandler = Callable[["EdgeSender", int, int], None]
 
 
 class PeerUnreachable(RuntimeError):
@@ -221,6 +223,7 @@ class EdgeSender:
         epoch: Callable[[], int],
         on_feedback: FeedbackHandler,
         on_refused: RefusalHandler | None = None,
+        on_lost: LossHandler | None = None,
         limit: Callable[[], int] | None = None,
         count_bytes: Callable[[int, int], None] | None = None,
         batch_rows: int = 1024,
@@ -239,6 +242,7 @@ class EdgeSender:
         self.epoch = epoch
         self.on_feedback = on_feedback
         self.on_refused = on_refused
+        self.on_lost = on_lost
         self.limit = limit or (lambda: log.head)
         self.count_bytes = count_bytes
         self.batch_rows = batch_rows
@@ -384,6 +388,8 @@ class EdgeSender:
                     self.sent + 1,
                     log_.first,
                 )
+                if self.on_lost is not None:
+                    self.on_lost(self, self.sent + 1, log_.first - 1)
                 self.sent = log_.first - 1
             limit = self.limit()
             available = limit - self.sent

@@ -87,6 +87,7 @@ class ReplicaRole:
             on_refused=self._refused,
             on_acknowledged=self.consumer_acknowledged,
             security=peers.security,
+            events=events,
         )
         self.sessions: dict[str, InboundEdgeSession] = {}
         self.wake = asyncio.Event()

@@ -82,3 +82,16 @@ def test_a_report_survives_telemetry_torn_by_a_kill(tmp_path: Path) -> None:
     (run_dir / "telemetry" / "faults.json").write_text("[]")
     report = analyse(_topology(), run_dir)
     assert report.bandwidth and report.coordinator_errors == ["boom"]
+
+
+def test_a_loss_a_node_noticed_is_in_the_report(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, [i / 100 for i in range(1, 201)], emitted_until_s=2.0)
+    loss = {"t": T0 + 1, "node": "node-1", "event": "rows_lost", "edge": "select-1->select-2"}
+    loss |= {"target": "node-2", "first": 5, "last": 9}
+    (run_dir / "telemetry" / "events-node-1.jsonl").write_text(json.dumps(loss) + "\n")
+    report = analyse(_topology(), run_dir)
+    assert [(e["node"], e["first"], e["last"]) for e in report.losses_noticed] == [("node-1", 5, 9)]
+    assert (
+        "ROWS LOST: node-1 freed seqs 5-9 of select-1->select-2 that node-2 still needed" in report.describe()
+    )
+    assert report.to_json()["losses_noticed"] == report.losses_noticed
