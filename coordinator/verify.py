@@ -2,20 +2,34 @@
 from the logged source tuples, and compare each sink's file row by row
 (seq, ts, values, op). A distributed run, with or without failures, must
 deliver exactly this: nothing lost, nothing twice, same order.
+
+That reference is the engine again, so it proves "distributed equals
+centralised", never "correct". :func:`oracle_check` adds an independent
+check: every stage recomputed by the SQLite oracle (docs/cql-oracle.md)
+from the same source logs, and each sink compared with it instant by
+instant, for runs whose queries the oracle covers, on a bounded prefix.
+``python -m coordinator.verify RUN_DIR`` prints both.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coordinator.oracle_diff import Comparison, Timeline, compare, record_timeline, stream_timeline
+from coordinator.sql_oracle import Feed, NotCovered, evaluate
 from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
+from semiactive import config
+from semiactive.config import ConfigError
 from semiactive.embedded import execute
-from semiactive.topology import Topology
+from semiactive.topology import Topology, resolve
 
 
 @dataclass
@@ -146,3 +160,122 @@ def check_run(topology: Topology, run_dir: Path) -> list[SinkCheck]:
         check.missing = [s for s in expected if s not in seen]
         results.append(check)
     return results
+
+
+# The oracle runs one SQL query per instant per relation: a bounded prefix
+# of a long run keeps it to seconds.
+ORACLE_MAX_ROWS = 5_000
+
+
+@dataclass
+class OracleCheck:
+    """A sink against the SQLite oracle: ``reason`` if the run is not
+    covered, else the comparison over the instants up to ``upto`` (the
+    prefix of the run the oracle recomputed; None: all of it)."""
+
+    sink: str
+    reason: str | None = None
+    comparison: Comparison | None = None
+    instants: int = 0
+    upto: int | None = None
+    rows: int = 0  # source rows the oracle read
+    total_rows: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Not covered, or identical: only a disagreement fails."""
+        return self.comparison is None or self.comparison.identical
+
+    def describe(self) -> str:
+        if self.reason is not None or self.comparison is None:
+            return f"{self.sink}: oracle: not covered: {self.reason}"
+        scope = ""
+        if self.upto is not None:
+            scope = f", prefix ts <= {self.upto} (first {self.rows:,} of {self.total_rows:,} source rows)"
+        head = f"{self.sink}: oracle: SQLite, {self.instants:,} instants{scope}"
+        if not self.comparison.identical:
+            return f"{head}, differs: {self.comparison.describe()}"
+        if not self.comparison.instants:
+            return f"{head}, identical but empty (no output on either side): proves nothing"
+        return f"{head}, identical"
+
+
+def oracle_check(topology: Topology, run_dir: Path, max_rows: int = ORACLE_MAX_ROWS) -> list[OracleCheck]:
+    """Every sink of the run against the oracle, over the first ``max_rows``
+    source rows (all instants before the first row left out)."""
+    feeds: dict[str, Feed] = {}
+    timelines: dict[str, Timeline] = {}
+    end = 0
+    stamps: list[int] = []
+    for stage in topology.stages.values():
+        if stage.role == "source":
+            assert stage.schema is not None and stage.output is not None
+            rows, watermark = source_rows(run_dir, stage.name, stage.schema)
+            feeds[stage.output] = Feed([(r[0], *r[3:]) for r in rows], stage.schema, plan.Kind.STREAM)
+            stamps += [r[0] for r in rows]
+            end = max(end, watermark, rows[-1][0] if rows else watermark)
+    stamps.sort()
+    sinks = [s for s in topology.stages.values() if s.role == "sink"]
+    upto = None
+    if len(stamps) > max_rows:
+        upto = end = stamps[max_rows] - 1
+        if upto < stamps[0]:
+            reason = f"more than {max_rows:,} source rows at instant {stamps[0]}"
+            return [OracleCheck(s.name, reason) for s in sinks]
+    for name, feed in feeds.items():
+        timelines[name] = stream_timeline((r[0], r[1:]) for r in feed.rows if r[0] <= end)
+    instants = 0
+    pending = [s for s in topology.stages.values() if s.role == "stage"]
+    while pending:
+        stage = next(s for s in pending if all(e.stream in feeds for e in s.inputs))
+        pending.remove(stage)
+        assert stage.output is not None and stage.schema is not None
+        inputs = {
+            e.stream: Feed(feeds[e.stream].rows, e.schema, e.kind, feeds[e.stream].ordered)
+            for e in stage.inputs
+        }
+        try:
+            outcome = evaluate(stage.query_text, inputs, end, stage.output)
+        except NotCovered as exc:
+            return [OracleCheck(s.name, f"stage {stage.name}: {exc.reason}") for s in sinks]
+        feeds[stage.output] = outcome.feed(stage.schema)
+        timelines[stage.output] = outcome.changes
+        instants = max(instants, outcome.instants)
+    used = sum(1 for t in stamps if t <= end)
+    checks = []
+    for sink in sinks:
+        edge = sink.inputs[0]
+        delivered = [r for r in _read_jsonl(run_dir / "sink" / f"{sink.name}.jsonl") if r.get("ts", 0) <= end]
+        actual = record_timeline(delivered, edge.schema.names)
+        comparison = compare(timelines[edge.stream], actual, json_values=True, other="sink")
+        checks.append(OracleCheck(sink.name, None, comparison, instants, upto, used, len(stamps)))
+    return checks
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m coordinator.verify RUN_DIR``: the run against the
+    engine's reference and against the oracle; 1 if either disagrees."""
+    parser = argparse.ArgumentParser(prog="verify", description=__doc__)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--config", help="the run's configuration (default: the one cluster.json names)")
+    parser.add_argument(
+        "--oracle-rows", type=int, default=ORACLE_MAX_ROWS, help="source rows the oracle reads"
+    )
+    args = parser.parse_args(argv)
+    try:
+        path = args.config or json.loads((args.run_dir / "cluster.json").read_text())["config"]
+        topology = resolve(config.load(path))
+    except (OSError, ValueError, KeyError, ConfigError) as exc:
+        print(f"verify: {args.run_dir}: cannot load the run's configuration: {exc}", file=sys.stderr)
+        return 2
+    checks = check_run(topology, args.run_dir)
+    for check in checks:
+        print(check.describe(), flush=True)
+    oracles = oracle_check(topology, args.run_dir, args.oracle_rows)
+    for oracle in oracles:
+        print(oracle.describe())
+    return 0 if all(c.ok for c in checks) and all(o.ok for o in oracles) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

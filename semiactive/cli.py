@@ -77,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable")
     _tls_dir_option(status, "admin's; default $SEMIACTIVE_TLS_DIR, or RUN_DIR/tls with --run-dir")
 
+    verify = sub.add_parser(
+        "verify", help="a run's sinks against the engine's reference and an independent SQLite oracle"
+    )
+    verify.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    verify.add_argument("--config", help="the run's configuration (default: the one cluster.json names)")
+    verify.add_argument("--oracle-rows", type=int, help="source rows the oracle reads (default 5000)")
+
     certs = sub.add_parser("certs", help="mutual-TLS certificates of a cluster (a CA, one per identity)")
     tsub = certs.add_subparsers(dest="action", required=True)
     init = tsub.add_parser("init", help="a new CA and a certificate for every node, coordinator and admin")
@@ -230,6 +237,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
         return show_status(address, args.run_dir, args.json, args.tls_dir)
+    if args.command == "verify":
+        from coordinator.verify import main as verify_main
+
+        options = ["--config", args.config] if args.config else []
+        options += ["--oracle-rows", str(args.oracle_rows)] if args.oracle_rows else []
+        return verify_main([str(args.run_dir), *options])
     if args.command == "certs":
         from coordinator.certificates import issue_certs
 

@@ -86,6 +86,11 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     assert end["count"] == len(source) and end["watermark"] >= source[-1]["ts"]
     assert read_jsonl(run_dir / "sink" / "sink.jsonl") == _reference(source)
+    # `semiactive verify`: the engine's reference and the independent SQLite oracle agree.
+    verified = semiactive("verify", str(run_dir), timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "identical to the reference" in verified.stdout
+    assert "oracle: SQLite" in verified.stdout and verified.stdout.rstrip().endswith("identical")
 
 
 def _start_cluster(config: Path, run_dir: Path, stderr: Path) -> subprocess.Popen[bytes]:
