@@ -6,8 +6,8 @@ Hand-written cases (one per feature, with the result worked out by hand)
 check both the oracle and the engine; hypothesis draws random queries from a
 small grammar over random streams with ties and colliding keys; mutation
 tests show a wrong engine result is caught; and ``verify`` checks a run
-directory's sink against the oracle. Two engine disagreements are pinned as
-strict xfails (RSTREAM of an unchanged relation, EXCEPT without widening).
+directory's sink against the oracle. Of the two engine bugs it found, the
+RSTREAM one is fixed and tested; EXCEPT without widening is a strict xfail.
 """
 
 from __future__ import annotations
@@ -253,15 +253,10 @@ def test_a_row_window_over_an_unordered_stream_with_one_row_per_instant_is_cover
 # ---- engine disagreements found by the oracle ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: RSTREAM emits R(t) at every instant its input had changes, also when they "
-    "cancel (a [Rows 1] tuple replaced by an equal one), though docs/cql.md says an unchanged "
-    "relation emits nothing; RSTREAM(SELECT COUNT(*) ...) over the same window emits once",
-)
 def test_rstream_of_an_unchanged_relation_emits_nothing() -> None:
     text = "REGISTER STREAM S (a integer);\nRSTREAM(SELECT a FROM S [Rows 1])"
-    assert run_engine(text, {"S": [(1, 5), (2, 5)]}, 3) == [(1, 0, 1, 5)]
+    out = run_engine(text, {"S": [(1, 5), (2, 5)]}, 3)
+    assert [(ts, sign, *values) for ts, _lineage, sign, *values in out] == [(1, 1, 5)]
 
 
 @pytest.mark.xfail(
@@ -548,25 +543,6 @@ def wrap(op: str, body: str) -> str:
     return f"{op}({body})" if op else body
 
 
-def _without_rstream_repeats(engine: Timeline, relation: Timeline) -> Timeline:
-    """The engine's RSTREAM output less the known bug's emissions (see
-    test_rstream_of_an_unchanged_relation_emits_nothing): at an instant where
-    the relation did not change, all of it again."""
-    content: dict[tuple[Any, ...], int] = {}
-    out: Timeline = {}
-    for t in sorted(set(engine) | set(relation)):
-        for row, n in relation.get(t, {}).items():
-            content[row] = content.get(row, 0) + n
-        rows = engine.get(t)
-        if rows is None:
-            continue
-        present = {row: n for row, n in content.items() if n > 0}
-        if t not in relation and compare({t: present}, {t: rows}).identical:
-            continue
-        out[t] = rows
-    return out
-
-
 FAMILIES = {
     "single": single(),
     "aggregate": aggregate(),
@@ -612,13 +588,6 @@ def test_engine_agrees_with_the_oracle(
         event("not covered: row window over an unordered stream")
         return
     engine = element_timeline(run_engine(text, inputs, end, batches))
-    if op == "RSTREAM":
-        relation = run_oracle(SCHEMA + prelude + body, inputs, end)
-        if relation.kind is plan.Kind.RELATION:
-            kept = _without_rstream_repeats(engine, relation.changes)
-            if kept != engine:
-                event("known RSTREAM repeats left out")
-            engine = kept
     result = compare(oracle.changes, engine)
     assert result.identical, f"{text}\nend={end} batches={batches}\n{result.describe()}"
 

@@ -99,8 +99,12 @@ class ToStreamOp(Operator):
         relation = self.relation
         assert relation is not None
         for ts, part in instants(batch):
+            net: dict[Row, int] = {}
             for e in part:
                 relation.add(e[3:], e[2], e[1])
+                net[e[3:]] = net.get(e[3:], 0) + e[2]
+            if not any(net.values()):
+                continue  # changes that cancel out: the relation did not change
             for row, (count, lin) in relation.counts.items():
                 out.extend([(ts, lin, 1, *row)] * count)
         return out
