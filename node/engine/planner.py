@@ -301,7 +301,7 @@ class _Builder:
             return AggregateOp(node.group_by, node.aggregates, label), [node.child]
         if isinstance(node, plan.Distinct):
             return DistinctOp(label), [node.child]
-        if isinstance(node, plan.Union):
+        if isinstance(node, plan.Union | plan.Except):
             widen = [
                 [
                     own.type.name is plan.TypeName.INTEGER and col.type.name is plan.TypeName.FLOAT
@@ -309,9 +309,9 @@ class _Builder:
                 ]
                 for side in (node.left, node.right)
             ]
+            if isinstance(node, plan.Except):
+                return ExceptOp(widen, label), [node.left, node.right]
             return UnionOp(node.all, widen, node.kind, label), [node.left, node.right]
-        if isinstance(node, plan.Except):
-            return ExceptOp(label), [node.left, node.right]
         if isinstance(node, plan.ToStream):
             return ToStreamOp(node.op, node.op.value), [node.child]
         if isinstance(node, plan.Delay):

@@ -6,8 +6,8 @@ Hand-written cases (one per feature, with the result worked out by hand)
 check both the oracle and the engine; hypothesis draws random queries from a
 small grammar over random streams with ties and colliding keys; mutation
 tests show a wrong engine result is caught; and ``verify`` checks a run
-directory's sink against the oracle. Of the two engine bugs it found, the
-RSTREAM one is fixed and tested; EXCEPT without widening is a strict xfail.
+directory's sink against the oracle. The two engine bugs it found (RSTREAM
+of an unchanged relation, EXCEPT without widening) are fixed and tested.
 """
 
 from __future__ import annotations
@@ -259,11 +259,6 @@ def test_rstream_of_an_unchanged_relation_emits_nothing() -> None:
     assert [(ts, sign, *values) for ts, _lineage, sign, *values in out] == [(1, 1, 5)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: EXCEPT does not convert integer columns it widens to float (UNION does); "
-    "query check types the column float, query run prints 2, not 2.0",
-)
 def test_except_widens_integers_to_float() -> None:
     text = "REGISTER STREAM A (x integer);\nREGISTER STREAM B (y float);\n"
     text += "ISTREAM(SELECT x FROM A [Now] EXCEPT SELECT y FROM B [Now])"

@@ -107,6 +107,21 @@ class DistinctOp(Operator):
         return out
 
 
+def widening(columns: Sequence[bool]) -> tuple[str | None, Any]:
+    """For one input of UNION or EXCEPT, with ``columns`` saying which
+    integer columns widen to float: the widened element as Python source
+    over ``e`` and a function widening a batch (both None when none do)."""
+    if not any(columns):
+        return None, None
+    items = "".join(
+        f", (None if (v := e[{i + 3}]) is None else float(v))" if w else f", e[{i + 3}]"
+        for i, w in enumerate(columns)
+    )
+    return f"(e[0], e[1], e[2]{items})", expressions.build(
+        f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]"
+    )
+
+
 class UnionOp(Operator):
     """UNION ALL merges the two inputs (left first within an instant); UNION
     on relations adds duplicate elimination. Integer columns that widen to
@@ -123,13 +138,7 @@ class UnionOp(Operator):
         self.elements: list[str | None] = [None, None]
         self._widen: list[Any] = [None, None]
         for side, columns in enumerate(widen):
-            if any(columns):
-                items = "".join(
-                    f", (None if (v := e[{i + 3}]) is None else float(v))" if w else f", e[{i + 3}]"
-                    for i, w in enumerate(columns)
-                )
-                self.elements[side] = f"(e[0], e[1], e[2]{items})"
-                self._widen[side] = expressions.build(f"lambda b: [(e[0], e[1], e[2]{items}) for e in b]")
+            self.elements[side], self._widen[side] = widening(columns)
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         left, right = inputs
@@ -153,16 +162,24 @@ class UnionOp(Operator):
 
 class ExceptOp(Operator):
     """Multiset difference: a row occurs max(0, left count - right count)
-    times."""
+    times. Integer columns that widen to float are converted first, as for
+    UNION, so that 2 and 2.0 are the same row."""
 
-    def __init__(self, label: str = "") -> None:
+    def __init__(self, widen: Sequence[Sequence[bool]] = ((), ()), label: str = "") -> None:
         super().__init__(label)
         self.left_rows = Multiset()
         self.right_rows = Multiset()
+        self._widen = [widening(columns)[1] for columns in widen]
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         out: list[Element] = []
-        for ts, lpart, rpart in instants2(inputs[0], inputs[1]):
+        left, right = inputs
+        widen_left, widen_right = self._widen
+        if widen_left is not None and left:
+            left = widen_left(left)
+        if widen_right is not None and right:
+            right = widen_right(right)
+        for ts, lpart, rpart in instants2(left, right):
             touched: dict[Row, int] = {}
             for side, part in ((self.left_rows, lpart), (self.right_rows, rpart)):
                 for e in part:
