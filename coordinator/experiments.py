@@ -1,4 +1,4 @@
-"""``semiactive experiment sweep``: seed 002's experiments 1 and 2.
+"""``semiactive experiment sweep``: seed 002's experiments 1, 2 and 3.
 
 For every mode (AS, UB, and SAS at each batch size) and repetition: run the
 cluster with the protected stages set to that mode, kill the target node
@@ -7,16 +7,27 @@ and record bandwidth overhead (backup bytes / main bytes into the protected
 stage, definition 1), detection time, recovery time (definition 2) and the
 sink's output gap. Writes ``sweep.csv`` and prints a table of means. The
 coordinator does not re-protect during these runs, as in the paper.
+
+Experiment 3 repeats the sweep under background network load: for each
+level of ``network_loads`` (bytes/s; 0 is the plain run on loopback) the
+nodes run in a :class:`coordinator.netlab.NetworkLab`, and an iperf3 flow at
+that rate runs through every run from the node feeding the killed stage to
+the stage's other replica, on the links of the main edge, the backup edge
+and the replay after the failure. The levels take turns run by run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
+import itertools
+import json
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +35,7 @@ import yaml
 
 from coordinator.faults import Fault, FaultKind
 from coordinator.launcher import run_cluster
+from coordinator.netlab import NetworkLab
 from coordinator.report import RunReport
 from coordinator.verify import check_run
 from semiactive import config, topology
@@ -32,6 +44,7 @@ from semiactive.config import ConfigError
 
 @dataclass
 class Trial:
+    network_load_bytes_per_s: float
     mode: str
     batch_size: int | None
     repeat: int
@@ -42,6 +55,7 @@ class Trial:
     sink_gap_ms: float | None
     backup_bytes: int
     main_bytes: int
+    achieved_load_bytes_per_s: float | None = None  # what iperf3 really sent
 
 
 def variant(base: dict[str, Any], mode: str, batch: int | None) -> dict[str, Any]:
@@ -69,6 +83,16 @@ def settings(modes: list[str], batch_sizes: list[int]) -> list[tuple[str, int | 
     return out
 
 
+def load_path(topo: topology.Topology, node: str) -> tuple[str, str]:
+    """Where experiment 3's load flows when ``node`` is killed: from the
+    primary feeding its stage to the stage's other replica."""
+    stage = topo.stage_of(node)
+    if stage is None or len(stage.replicas) < 2 or not stage.inputs:
+        raise ConfigError(f"--network-load: {node} is not a replica of a protected stage with an input")
+    other = next(r for r in stage.replicas if r != node)
+    return topo.stages[stage.inputs[0].producer].primary, other
+
+
 def run_sweep(
     config_path: str,
     modes: list[str],
@@ -77,66 +101,108 @@ def run_sweep(
     kill: str,
     duration: float,
     out_dir: Path,
+    network_loads: Sequence[float] = (0.0,),
 ) -> int:
     base = yaml.safe_load(Path(config_path).read_text())
     node, _, at = kill.partition("@")
     if not at:
         raise ConfigError(f"--kill {kill!r}: expected NODE@SECONDS")
     out_dir.mkdir(parents=True, exist_ok=True)
-    trials: list[Trial] = []
     plan = settings(modes, batch_sizes)
-    total = len(plan) * repeat
-    started = time.monotonic()
-    interrupted = False
+    configs: dict[tuple[str, int | None], tuple[Path, topology.Topology]] = {}
     for mode, batch in plan:
-        if interrupted:
-            break
         cfg_path = out_dir / f"config-{mode}{batch or ''}.yaml"
         cfg_path.write_text(yaml.safe_dump(variant(base, mode, batch), sort_keys=False))
         topo = topology.resolve(config.load(cfg_path))
         if node not in topo.nodes:
             raise ConfigError(f"--kill {kill!r}: no node named {node!r}")
-        for r in range(repeat):
-            run_dir = out_dir / f"run-{mode}{batch or ''}-{r}"
-            reports: list[RunReport] = []
-            fault = Fault(node, float(at), FaultKind.KILL)
-            try:
-                code = asyncio.run(
-                    run_cluster(
-                        str(cfg_path),
-                        duration,
-                        run_dir,
-                        [],
-                        [],
-                        progress=False,
-                        faults=[fault],
-                        report_to=reports,
-                        reprotect=False,
-                    )
-                )
-                if reports and reports[0].interrupted:
-                    raise KeyboardInterrupt
-                checks = check_run(topo, run_dir)
-            except KeyboardInterrupt:
-                print("interrupted: the sweep stops here", file=sys.stderr)
-                interrupted = True
-                break
-            trial = _trial(mode, batch, r, reports[0], checks, code, topo.nodes[node].stage)
-            trials.append(trial)
-            done = len(trials)
-            eta = (time.monotonic() - started) / done * (total - done)
-            print(
-                f"[{done}/{total}] {mode}{'' if batch is None else f' B={batch}'} #{r}: "
-                f"overhead {_pct(trial.overhead)}, recovery {_ms(trial.recovery_ms)}, "
-                f"identical {trial.identical}  (about {eta:.0f} s left)",
-                file=sys.stderr,
-            )
+        configs[mode, batch] = cfg_path, topo
+    path = ("", "")
+    if any(load > 0 for load in network_loads):
+        path = load_path(topo, node)
+        reason = NetworkLab.why_unavailable()
+        if reason is not None:
+            print(f"semiactive: --network-load: {reason}", file=sys.stderr)
+            return 2
+    trials: list[Trial] = []
+    total = len(plan) * repeat * len(network_loads)
+    started = time.monotonic()
+    interrupted = False
+    fault = Fault(node, float(at), FaultKind.KILL)
+    try:
+        with _network(network_loads, list(topo.nodes)) as lab:
+            for (mode, batch), r, load in itertools.product(plan, range(repeat), network_loads):
+                level = Level(fault, duration, load, path, lab if load else None)
+                cfg_path, run_topo = configs[mode, batch]
+                label = f"{mode}{batch or ''}-{r}" + (f"-load{load / 1e6:g}MBps" if load else "")
+                trial = _run(level, (mode, batch, r), cfg_path, run_topo, out_dir / f"run-{label}")
+                trials.append(trial)
+                done = len(trials)
+                eta = (time.monotonic() - started) / done * (total - done)
+                print(f"[{done}/{total}] {_describe(trial)}  (about {eta:.0f} s left)", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("interrupted: the sweep stops here", file=sys.stderr)
+        interrupted = True
     _write_csv(out_dir / "sweep.csv", trials)
     print(table(trials))
     print(f"\nCSV: {out_dir / 'sweep.csv'}")
     if interrupted:
         return 130
     return 0 if all(t.identical for t in trials) else 1
+
+
+def _network(
+    loads: Sequence[float], nodes: list[str]
+) -> contextlib.AbstractContextManager[NetworkLab | None]:
+    """One lab for every loaded run: the levels take turns run by run, so
+    that whatever else loads the machine meanwhile weighs on all alike."""
+    return NetworkLab(nodes) if any(load > 0 for load in loads) else contextlib.nullcontext(None)
+
+
+@dataclass(frozen=True)
+class Level:
+    """What every run of one load level shares: the fault, the duration,
+    and ``load`` bytes/s of iperf3 along ``path`` in ``lab`` (none on loopback)."""
+
+    fault: Fault
+    duration: float
+    load: float
+    path: tuple[str, str]
+    lab: NetworkLab | None
+
+
+def _run(
+    level: Level, setting: tuple[str, int | None, int], cfg_path: Path, topo: topology.Topology, run_dir: Path
+) -> Trial:
+    reports: list[RunReport] = []
+    lab = level.lab
+    traffic = lab.load(*level.path, level.load) if lab is not None else None
+    try:
+        code = asyncio.run(
+            run_cluster(
+                str(cfg_path),
+                level.duration,
+                run_dir,
+                [],
+                [],
+                progress=False,
+                faults=[level.fault],
+                report_to=reports,
+                reprotect=False,
+                network=lab,
+            )
+        )
+    finally:
+        achieved = traffic.stop() if traffic is not None else None
+    if reports and reports[0].interrupted:
+        raise KeyboardInterrupt
+    if lab is not None:
+        record: dict[str, object] = {"bytes_per_s": level.load, "achieved_bytes_per_s": achieved}
+        record |= {"link_rate_bit_s": lab.rate_bit_s, "from": level.path[0], "to": level.path[1]}
+        (run_dir / "telemetry" / "network-load.json").write_text(json.dumps(record))
+    checks = check_run(topo, run_dir)
+    stage = topo.nodes[level.fault.node].stage
+    return _trial(*setting, reports[0], checks, code, stage, level.load, achieved)
 
 
 def _trial(
@@ -147,6 +213,8 @@ def _trial(
     checks: list[Any],
     code: int,
     killed_stage: str | None,
+    network_load: float = 0.0,
+    achieved_load: float | None = None,
 ) -> Trial:
     """One run's figures. The bandwidth is that of the stage whose node was
     killed; a run counts as identical only if its cluster exited 0, its
@@ -154,22 +222,26 @@ def _trial(
     bandwidth = next((b for b in report.bandwidth if b.stage == killed_stage), None)
     fault = report.faults[0] if report.faults else None
     return Trial(
+        network_load_bytes_per_s=network_load,
         mode=mode,
         batch_size=batch,
         repeat=repeat,
-        identical=code == 0 and not report.coordinator_errors and all(c.ok for c in checks),
+        identical=code == 0
+        and not (report.coordinator_errors or report.losses_noticed)
+        and all(c.ok for c in checks),
         overhead=bandwidth.overhead if bandwidth else None,
         detection_ms=fault.detection_ms if fault else None,
         recovery_ms=fault.recovery_ms if fault else None,
         sink_gap_ms=fault.sink_gap_ms if fault else None,
         backup_bytes=bandwidth.backup_bytes if bandwidth else 0,
         main_bytes=bandwidth.main_bytes if bandwidth else 0,
+        achieved_load_bytes_per_s=achieved_load,
     )
 
 
 def _write_csv(path: Path, trials: list[Trial]) -> None:
     with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(asdict(trials[0])))
+        writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(Trial)])
         writer.writeheader()
         for t in trials:
             writer.writerow(asdict(t))
@@ -188,17 +260,40 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f} ms"
 
 
+def _load(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e6:g}MB/s" if bytes_per_s else "0"
+
+
+def _label(mode: str, batch: int | None) -> str:
+    return mode.upper() if batch is None else f"SAS B={batch}"
+
+
+def _describe(t: Trial) -> str:
+    load = ""
+    if t.network_load_bytes_per_s:
+        achieved = t.achieved_load_bytes_per_s
+        sent = "-" if achieved is None else f"{achieved / 1e6:.1f}MB/s"
+        load = f"load {_load(t.network_load_bytes_per_s)} (sent {sent}) "
+    return (
+        f"{load}{_label(t.mode, t.batch_size)} #{t.repeat}: overhead {_pct(t.overhead)}, "
+        f"recovery {_ms(t.recovery_ms)}, identical {t.identical}"
+    )
+
+
 def table(trials: list[Trial]) -> str:
-    rows = ["mode       overhead   detection   recovery   sink gap   identical"]
-    keys: list[tuple[str, int | None]] = []
+    """Means per load level (``network_load_bytes_per_s``), mode and batch size."""
+    rows = ["load      mode       overhead   detection   recovery   sink gap   identical"]
+    keys: list[tuple[float, str, int | None]] = []
     for t in trials:
-        if (t.mode, t.batch_size) not in keys:
-            keys.append((t.mode, t.batch_size))
-    for mode, batch in keys:
-        group = [t for t in trials if (t.mode, t.batch_size) == (mode, batch)]
-        label = mode.upper() if batch is None else f"SAS B={batch}"
+        if (t.network_load_bytes_per_s, t.mode, t.batch_size) not in keys:
+            keys.append((t.network_load_bytes_per_s, t.mode, t.batch_size))
+    keys.sort(key=lambda key: key[0])
+    for load, mode, batch in keys:
+        group = [
+            t for t in trials if (t.network_load_bytes_per_s, t.mode, t.batch_size) == (load, mode, batch)
+        ]
         rows.append(
-            f"{label:<10} {_pct(_mean([t.overhead for t in group])):>8}   "
+            f"{_load(load):<9} {_label(mode, batch):<10} {_pct(_mean([t.overhead for t in group])):>8}   "
             f"{_ms(_mean([t.detection_ms for t in group])):>9}   "
             f"{_ms(_mean([t.recovery_ms for t in group])):>8}   "
             f"{_ms(_mean([t.sink_gap_ms for t in group])):>8}   {all(t.identical for t in group)}"

@@ -28,7 +28,7 @@ def coordinator_of(run_dir: Path) -> str:
     try:
         doc = json.loads((run_dir / "cluster.json").read_text())
         process = next(p for p in doc["processes"] if p["role"] == "coordinator")
-        return f"127.0.0.1:{process['ports']['grpc']}"
+        return f"{process.get('host', '127.0.0.1')}:{process['ports']['grpc']}"
     except (OSError, ValueError, KeyError, StopIteration):
         raise ConfigError(
             "no coordinator in this run's cluster.json", str(run_dir / "cluster.json")
