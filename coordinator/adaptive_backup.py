@@ -127,10 +127,13 @@ class EdgeTuning:
             self._tuple_bytes = data_bytes / data_rows
         if cuts > 0:
             self._rows_per_round = uncut / cuts
-        for name, window in (("primary", self.primary), ("secondary", self.secondary)):
-            costs = self._window_costs(window, now)
-            if costs is not None:
-                self._costs[name] = costs
+        primary = self._window_costs(self.primary, now)
+        if primary is not None:
+            self._costs["primary"] = primary
+        # The secondary's costs only from this window: when no batch reaches
+        # it (B above the rows per round), old ones would hide a cost change
+        # and the primary's current costs stand in (docs/asas.md).
+        secondary = self._window_costs(self.secondary, now)
         if self._tuple_bytes is None or self._rows_per_round is None or "primary" not in self._costs:
             return None
         rate = appended / span
@@ -141,7 +144,7 @@ class EdgeTuning:
             input_rate_per_s=rate,
             level1_delay_s=self._rows_per_round / rate if rate > 0 else 0.0,
             primary=self._costs["primary"],
-            secondary=self._costs.get("secondary"),
+            secondary=secondary,
         )
 
     @staticmethod

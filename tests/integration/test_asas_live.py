@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.asas_experiment import Setting, load_scenario, read_samples, settle_time, variant
+from coordinator.asas_experiment import Setting, intervals_after, load_scenario, read_samples, variant
 from tests.faults.harness import run
 from tests.processes import write_config
 
@@ -28,9 +28,11 @@ STEP_AT_S = 3.0
 # step, recovery at most recovery_max + 10%. On this shared 2-core machine
 # (a starved source catches up in a burst; a starved node takes longer to
 # recover: 141 ms was seen with an experiment running beside the test) the
-# test allows 2 s and recovery_max x 2.5; docs/ha.md has the measured figures.
+# test allows 2 s (then under bw_max on average) and recovery_max x 2.5;
+# docs/ha.md has the measured figures.
 SETTLE_LIMIT_S = 2.0
 RECOVERY_MARGIN = 2.5
+BW_MAX = 30_000
 
 
 def _config(tmp: Path, step_at: float, tuner: str, spares: int = 0, cost_ms: float = 0.0, **ha: Any) -> Path:
@@ -60,8 +62,13 @@ def _t0(run_dir: Path) -> float:
 def test_b_follows_the_rate_step_bandwidth_returns_under_the_limit_and_a_kill_recovers_in_time(
     tmp_path: Path,
 ) -> None:
+    """The bandwidth must be back under the limit within SETTLE_LIMIT_S of
+    the step and under it on average from then until the kill: a single
+    batch of B ~ 500 rows (28 KB) is over 30 KB/s on its own 0.5 s interval
+    whenever a Level-1 round runs longer than B rows (a source catching up
+    after a stall), so no single interval after that is required to be."""
     config_path = _config(tmp_path, STEP_AT_S, "model")
-    kill_at = STEP_AT_S + 2.5
+    kill_at = STEP_AT_S + 4.0
     run_dir = tmp_path / "run"
     result = run(config_path, run_dir, "--kill", f"node-2@{kill_at}", duration=kill_at + 1.5)
     t0 = _t0(run_dir)
@@ -70,9 +77,12 @@ def test_b_follows_the_rate_step_bandwidth_returns_under_the_limit_and_a_kill_re
     assert max(b for t, b in changes if t >= STEP_AT_S) > 1, changes
     samples = read_samples(run_dir / "telemetry" / "node-1.bytes.jsonl", t0, EDGE)
     before_kill = [s for s in samples if s.t <= kill_at]
-    assert before_kill[-1].t > STEP_AT_S + 1.5
-    settled = settle_time(before_kill, STEP_AT_S, 30_000)
-    assert settled is not None and settled <= SETTLE_LIMIT_S, (settled, before_kill)
+    back = next((b for _, b, rate in intervals_after(before_kill, STEP_AT_S) if rate <= BW_MAX), None)
+    assert back is not None and back - STEP_AT_S <= SETTLE_LIMIT_S, before_kill
+    settled = [s for s in before_kill if s.t >= STEP_AT_S + SETTLE_LIMIT_S]
+    assert settled[-1].t - settled[0].t >= 1.0, settled
+    mean = (settled[-1].backup_bytes - settled[0].backup_bytes) / (settled[-1].t - settled[0].t)
+    assert mean <= BW_MAX, (mean, before_kill)
     report = json.loads((run_dir / "telemetry" / "report.json").read_text())
     (fault,) = report["faults"]
     assert fault["node"] == "node-2" and fault["recovery_ms"] is not None, result["stderr"]

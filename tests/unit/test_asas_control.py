@@ -105,6 +105,7 @@ class Plant:
         self.seconds_per_row = {"primary": (0.0001, 0.0002), "secondary": (0.0001, 0.0002)}
         self.received = 0.0
         self.replies: dict[str, dict[str, int]] = {}
+        self.received_by_secondary = True
 
     def producer_status(self, name: str, role: str = "primary") -> cpb.NodeStatus:
         e = self.edge
@@ -139,7 +140,7 @@ class Plant:
             self.producer_status(self.producer),
             self.producer_status("sec-1", role="secondary"),
             self.consumer_status("node-2", "primary"),
-            self.consumer_status("node-4", "secondary"),
+            *([self.consumer_status("node-4", "secondary")] if self.received_by_secondary else []),
         ):
             self.coordinator.on_report(status, "", self.now)
             self.replies[status.name] = self.coordinator.batch_sizes_for(status)
@@ -278,3 +279,20 @@ def test_a_counter_that_goes_back_restarts_the_window() -> None:
     window.add(0.30, "n", (3.0,))  # a rebuilt replica's counters
     assert window.delta(0.30) is None
     assert window.delta(5.0) is None  # stale: nothing heard for a window
+
+
+def test_a_secondary_that_receives_nothing_leaves_recovery_to_the_primarys_current_costs(
+    tmp_path: Path,
+) -> None:
+    # Its costs from earlier windows are stale: when the per-row cost rises
+    # while no batch reaches the secondary, eq. 3 must see the rise.
+    plant = Plant(tmp_path, tuner="algorithm3", initial_batch_size=400, recovery_max_ms=1000)
+    plant.rate = 1000.0
+    plant.edge.batch_size = 400
+    plant.run(1.0)
+    plant.seconds_per_row["primary"] = (0.0001, 0.001)
+    plant.received_by_secondary = False
+    plant.run(1.0)
+    m = plant.coordinator.tuning.edges[EDGE].measurements
+    assert m is not None and m.secondary is None
+    assert m.recovery_costs.reprocess_time_s == pytest.approx(0.001, rel=0.01)
