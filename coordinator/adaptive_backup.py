@@ -21,6 +21,7 @@ replica), so no rate ever spans two processes.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 from ha.algorithm3 import Algorithm3Tuner
@@ -46,6 +47,8 @@ class CounterWindow:
         self.node = ""
 
     def add(self, now: float, node: str, values: tuple[float, ...]) -> None:
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            return  # a malformed report (NaN, inf, negative seconds): no sample
         last = self._samples[-1][1] if self._samples else None
         if node != self.node or (last is not None and any(v < w for v, w in zip(values, last, strict=True))):
             self._samples.clear()

@@ -230,13 +230,14 @@ class NodeDaemon:
             # A replica this node has not heard of yet may be one the views
             # will name in a moment: it retries. A forged name never passes.
             lagging = hello.sender == caller and hello.epoch <= self.views[producer].epoch + 1
-            self._refused("push", caller, refusal)
+            self.record_refusal("push", caller, refusal)
             code = grpc.StatusCode.UNAVAILABLE if lagging else grpc.StatusCode.PERMISSION_DENIED
             raise Rejected(code, refusal)
         session.check(hello)
         return session
 
-    def _refused(self, what: str, caller: str | None, reason: str) -> None:
+    def record_refusal(self, what: str, caller: str | None, reason: str) -> None:
+        """A request refused for its caller: log line, metric, event."""
         log.warning("%s: refused %s: %s", self.name, what, reason)
         self.metrics.requests_refused.labels(what).inc()
         self.events.emit("refused", request=what, caller=caller, reason=reason)
@@ -245,7 +246,7 @@ class NodeDaemon:
         consumer = notice.edge.split("->", 1)[1] if "->" in notice.edge else ""
         refusal = authorization.may_acknowledge(caller, self.views, notice.sender, consumer)
         if refusal is not None:
-            self._refused("ack", caller, refusal)
+            self.record_refusal("ack", caller, refusal)
             raise Rejected(grpc.StatusCode.PERMISSION_DENIED, refusal)
         if self.replica is not None:
             point = point_from_pb(notice.point) if notice.HasField("point") else None
@@ -545,7 +546,7 @@ class ControlServicer(cpb_grpc.ControlServicer):
         self, context: grpc.aio.ServicerContext[Any, Any], what: str, refusal: str | None
     ) -> None:
         if refusal is not None:
-            self.node._refused(what, caller(context), refusal)
+            self.node.record_refusal(what, caller(context), refusal)
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
 
     async def Status(self, request: pb.Empty, context: object) -> cpb.NodeStatus:

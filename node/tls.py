@@ -126,11 +126,3 @@ def caller(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
     if not names:
         return None
     return bytes(names[0]).decode("utf-8", "replace")
-
-
-async def require(context: grpc.aio.ServicerContext[Any, Any], allowed: bool, what: str) -> None:
-    """Abort the call with PERMISSION_DENIED unless ``allowed``."""
-    if not allowed:
-        who = caller(context) or "an unauthenticated caller"
-        log.warning("refused %s from %s", what, who)
-        await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{who} may not {what}")

@@ -296,3 +296,28 @@ def test_a_secondary_that_receives_nothing_leaves_recovery_to_the_primarys_curre
     m = plant.coordinator.tuning.edges[EDGE].measurements
     assert m is not None and m.secondary is None
     assert m.recovery_costs.reprocess_time_s == pytest.approx(0.001, rel=0.01)
+
+
+def test_garbage_in_a_report_is_no_sample_and_no_error(tmp_path: Path) -> None:
+    # An authenticated but broken (or hostile) node reports NaN, infinite and
+    # negative seconds and absurd counters: the tuner must neither raise (a
+    # coordinator_error) nor act on them.
+    plant = Plant(tmp_path)
+    plant.rate = 1000.0
+    plant.run(1.0)
+    for seconds in (float("nan"), float("inf"), -1.0):
+        bad = plant.consumer_status("node-2", "primary")
+        bad.operator_busy_s = seconds
+        bad.inputs[0].receive_s = seconds
+        plant.coordinator.on_report(bad, "", plant.now)
+        plant.coordinator.tune(plant.now + 0.01)
+    huge = plant.producer_status("node-1")
+    huge.outputs[0].backup_batches = 2**64 - 1
+    plant.coordinator.on_report(
+        huge, "", plant.now
+    )  # a counter jump: the next real report restarts the window
+    plant.run(1.0)
+    m = plant.coordinator.tuning.edges[EDGE].measurements
+    assert m is not None and m.primary.reprocess_time_s == pytest.approx(0.0002, rel=0.01)
+    assert m.backup_batches_per_s < 1_000
+    assert not [e for e in plant.events() if e["event"] == "coordinator_error"]

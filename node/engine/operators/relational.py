@@ -122,6 +122,18 @@ def widening(columns: Sequence[bool]) -> tuple[str | None, Any]:
     )
 
 
+def widened(
+    converters: Sequence[Any], inputs: Sequence[list[Element]]
+) -> tuple[list[Element], list[Element]]:
+    """Both inputs, each through its converter from :func:`widening` (if any)."""
+    left, right = inputs
+    if converters[0] is not None and left:
+        left = converters[0](left)
+    if converters[1] is not None and right:
+        right = converters[1](right)
+    return left, right
+
+
 class UnionOp(Operator):
     """UNION ALL merges the two inputs (left first within an instant); UNION
     on relations adds duplicate elimination. Integer columns that widen to
@@ -141,12 +153,7 @@ class UnionOp(Operator):
             self.elements[side], self._widen[side] = widening(columns)
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
-        left, right = inputs
-        widen_left, widen_right = self._widen
-        if widen_left is not None and left:
-            left = widen_left(left)
-        if widen_right is not None and right:
-            right = widen_right(right)
+        left, right = widened(self._widen, inputs)
         merged = merge_by_ts(left, right)
         if self.keep_all:
             return merged
@@ -173,12 +180,7 @@ class ExceptOp(Operator):
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         out: list[Element] = []
-        left, right = inputs
-        widen_left, widen_right = self._widen
-        if widen_left is not None and left:
-            left = widen_left(left)
-        if widen_right is not None and right:
-            right = widen_right(right)
+        left, right = widened(self._widen, inputs)
         for ts, lpart, rpart in instants2(left, right):
             touched: dict[Row, int] = {}
             for side, part in ((self.left_rows, lpart), (self.right_rows, rpart)):
