@@ -44,7 +44,7 @@ from coordinator.faults import Fault, parse_faults
 from coordinator.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from coordinator.ports import PortAllocator, port_in_use
 from coordinator.report import RunReport, analyse
-from coordinator.supervision import ProcessWatch
+from coordinator.supervision import OBSERVE_INTERVAL_S, ProcessWatch
 from coordinator.verify import check_run
 from node.cql import plan
 from node.events import EventLog
@@ -428,7 +428,7 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
                 last[p.name] = count
             sys.stderr.write(f"\r  t={elapsed:5.1f}s  " + "  ".join(parts) + "   ")
             sys.stderr.flush()
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(OBSERVE_INTERVAL_S)
 
 
 async def run_cluster(

@@ -8,8 +8,11 @@ A fault comes from one of three places: the launcher's own injections
 (``faults.json``), the nemesis's history (``nemesis.jsonl``: the exact
 moment of an external fault), or the launcher's observation of an exit or
 freeze nobody announced (its ``process_exited`` / ``process_frozen``
-events; the observed moment, within the launcher's 20 ms polling, stands in
-for the fault's). An observation the nemesis explains is not counted twice.
+events; the observed moment stands in for the fault's). An observation the
+nemesis explains is not counted twice. The launcher looks every 20 ms, and
+a secondary whose connection breaks detects a death at once, so it may
+detect before the launcher sees it: a detection up to one polling interval
+before an observed fault belongs to it, with detection 0 ms.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coordinator.supervision import OBSERVE_INTERVAL_S
 from semiactive.topology import Topology
 
 
@@ -196,7 +200,7 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
         # ...and concerns the stage the node was primary of when it was hit
         # (a node restarted since may serve, and fail, as another stage's;
         # a secondary or a spare hit has nothing to detect).
-        served = _primary_of(primaries, record["node"], float(record["injected_at"]))
+        served = _primary_of(primaries, record["node"], _earliest(record))
         report.faults.append(_fault(record, events, arrivals, until, emitted_until, served))
     first_fault = min((float(r["injected_at"]) for r in injected), default=None)
     report.bandwidth = _bandwidth(topology, telemetry, until=first_fault)
@@ -265,6 +269,13 @@ def _primary_timeline(topology: Topology, events: list[dict[str, Any]]) -> dict[
     return timeline
 
 
+def _earliest(record: dict[str, Any]) -> float:
+    """The earliest moment the fault can have happened: when injected, or up
+    to one polling interval before the launcher observed it."""
+    observed = record.get("origin") == "observed"
+    return float(record["injected_at"]) - (OBSERVE_INTERVAL_S if observed else 0.0)
+
+
 def _primary_of(timeline: dict[str, list[tuple[float, str]]], node: str, at: float) -> str | None:
     for stage, changes in timeline.items():
         current = [n for t, n in changes if t <= at]
@@ -282,6 +293,7 @@ def _fault(
     stage: str | None = None,
 ) -> FaultResult:
     at = float(record["injected_at"])
+    since = _earliest(record)
     result = FaultResult(
         record["node"], record["kind"], float(record["at"]), record.get("origin", "launcher")
     )
@@ -293,13 +305,13 @@ def _fault(
             and e.get("primary") == record["node"]
             and stage is not None
             and e.get("stage", stage) == stage
-            and at <= float(e["t"]) < until
+            and since <= float(e["t"]) < until
         ),
         None,
     )
     if detected is not None:
         result.detected_by = detected["node"]
-        result.detection_ms = (float(detected["t"]) - at) * 1000
+        result.detection_ms = max(0.0, float(detected["t"]) - at) * 1000
         recovered = next(
             (
                 e

@@ -21,6 +21,10 @@ from typing import Protocol
 
 from node.events import EventLog
 
+# How often the launcher looks at its processes: an exit or freeze it
+# observes happened at most this long before the observation.
+OBSERVE_INTERVAL_S = 0.02
+
 
 class Supervised(Protocol):
     """What the watch needs of one process of the run."""

@@ -265,3 +265,30 @@ def test_the_nemesis_gives_up_on_a_run_whose_launcher_is_gone(tmp_path: Path) ->
     with pytest.raises(NemesisError, match="ended before it started"):
         Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=30)
     assert time.monotonic() - started < 5
+
+
+def test_a_detection_just_before_the_launcher_saw_the_exit_belongs_to_it(tmp_path: Path) -> None:
+    # node-4's connection broke at the kill and it detected at once; the
+    # launcher, polling every 20 ms, saw the exit 1 ms later (a real run).
+    run_dir = _run_dir(tmp_path)
+    _write(
+        run_dir / "telemetry" / "events-launcher.jsonl",
+        [{"t": T0 + 2.011, "node": "launcher", "event": "process_exited", "target": "node-2", "pid": 41}],
+    )
+    _write(
+        run_dir / "telemetry" / "events-node-4.jsonl",
+        [
+            {"t": T0 + 2.010, "node": "node-4", "event": "failure_detected", "primary": "node-2"},
+            # It even took over before the launcher looked: node-2 was still
+            # the primary when it was hit.
+            {"t": T0 + 2.0105, "node": "node-4", "event": "takeover", "stage": "select-2", "epoch": 1},
+            {"t": T0 + 2.03, "node": "node-4", "event": "recovered", "recovery_ms": 14.9},
+        ],
+    )
+    (fault,) = analyse(_chain(), run_dir).faults
+    assert (fault.origin, fault.detected_by, fault.detection_ms, fault.recovery_ms) == (
+        "observed",
+        "node-4",
+        0.0,
+        14.9,
+    )
