@@ -332,22 +332,19 @@ class NodeDaemon:
 
     def apply_batch_sizes(self, sizes: Mapping[str, int]) -> None:
         """A-SAS: the coordinator's B for output edges of this node."""
-        out = self.source.log if self.source is not None else None
-        if self.replica is not None:
-            out = self.replica.replica.log
-        if out is None:
+        outbound = self._outbound()
+        if outbound is None:
             return
         changed = False
         for edge, size in sizes.items():
-            cursors = out.edges.get(edge)
+            cursors = outbound.log.edges.get(edge)
             if cursors is None or not 1 <= size <= MAX_BATCH_SIZE:
                 continue
             self.metrics.batch_size.labels(edge).set(size)
             if cursors.batch_size != size:
                 cursors.batch_size = size
                 changed = True
-        outbound = self._outbound()
-        if changed and outbound is not None:
+        if changed:
             outbound.appended()  # a smaller B may make a batch due now
 
     @property
