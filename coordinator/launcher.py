@@ -49,9 +49,9 @@ from coordinator.verify import check_run
 from node.cql import plan
 from node.events import EventLog
 from node.main import LAUNCHER_PID_ENV
+from node.network import GRPC_OPTIONS
 from node.sources import SourceDataError, read_rows
 from node.tls import ADMIN, Security
-from node.transport import GRPC_OPTIONS
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.wire import control_pb2 as cpb

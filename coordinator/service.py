@@ -15,23 +15,22 @@ it rebuilds its state from the next round of reports.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
 import sys
-import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 import grpc
 
 from coordinator.control import REPORT_INTERVAL_S, Coordinator
-from node import authorization
+from node import authorization, clock
 from node.events import EventLog
 from node.main import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
 from node.messages import view_to_pb
+from node.network import GrpcNetwork, Network
 from node.tls import COORDINATOR, caller, process_security
-from node.transport import GRPC_OPTIONS
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
@@ -40,8 +39,6 @@ from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-PROBE_TIMEOUT_S = 0.2
 
 
 class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
@@ -59,43 +56,25 @@ class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
         if problem is not None:
             log.warning("report refused: %s", problem)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        views = self.coordinator.on_report(request.status, request.address, time.monotonic())
+        views = self.coordinator.on_report(request.status, request.address, clock.monotonic())
         return cdpb.ReportReply(
             views=[view_to_pb(v) for v in views], batch_sizes=self.coordinator.batch_sizes_for(request.status)
         )
 
     async def ClusterState(self, request: pb.Empty, context: object) -> cdpb.ClusterStatus:
-        return self.coordinator.cluster_state(time.monotonic())
+        return self.coordinator.cluster_state(clock.monotonic())
 
 
-async def port_open(address: str) -> bool:
-    """Whether something accepts connections at ``host:port``. A refusal (or
-    an unknown host) means no process listens there; a time-out is taken
-    for open: a frozen process's kernel still accepts, a slow network must
-    not make a live node look dead."""
-    host, _, port = address.rpartition(":")
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), PROBE_TIMEOUT_S)
-    except TimeoutError:
-        return True
-    except (OSError, ValueError):
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
-
-async def control_loop(coordinator: Coordinator) -> None:
+async def control_loop(coordinator: Coordinator, network: Network) -> None:
     while True:
         await asyncio.sleep(REPORT_INTERVAL_S)
-        now = time.monotonic()
+        now = clock.monotonic()
         silent = coordinator.to_probe(now)
-        answers = await asyncio.gather(*(port_open(coordinator.nodes[n].address) for n in silent))
+        answers = await asyncio.gather(*(network.reachable(coordinator.nodes[n].address) for n in silent))
         for node, answer in zip(silent, answers, strict=True):
             coordinator.probed(node, answer)
         try:
-            coordinator.step(time.monotonic())
+            coordinator.step(clock.monotonic())
         except Exception as exc:  # keep coordinating; say what went wrong
             log.exception("coordinator step failed")
             coordinator.events.emit("coordinator_error", error=repr(exc))
@@ -109,7 +88,7 @@ async def tuning_loop(coordinator: Coordinator) -> None:
     while True:
         await asyncio.sleep(interval)
         try:
-            coordinator.tune(time.monotonic())
+            coordinator.tune(clock.monotonic())
         except Exception as exc:  # keep tuning the other edges; say what went wrong
             log.exception("batch-size tuning failed")
             coordinator.events.emit("coordinator_error", error=repr(exc))
@@ -125,40 +104,20 @@ def known_addresses(topology: topology_mod.Topology, endpoints: Path | None) -> 
     return {name: f"{ep.host}:{ep.port}" for name, ep in listed.items() if name in topology.nodes}
 
 
-async def serve(
-    config: str,
-    listen: str,
-    endpoints: Path | None,
-    run_dir: Path | None,
-    reprotect: bool = True,
-    tls_dir: Path | None = None,
-) -> int:
-    topology = topology_mod.resolve(config_mod.load(config))
-    security = process_security(COORDINATOR, tls_dir, topology.config.insecure)
-    addresses = known_addresses(topology, endpoints)
-    events = EventLog("coordinator", run_dir)
-    coordinator = Coordinator(topology, addresses, events, time.monotonic(), reprotect=reprotect)
-    server = grpc.aio.server(options=GRPC_OPTIONS)
+async def run_service(
+    coordinator: Coordinator, network: Network, listen: str, until: Awaitable[object]
+) -> None:
+    """Serve ``coordinator`` at ``listen`` and run its loops until ``until``
+    completes (or a loop fails, which raises)."""
+    server = network.server()
     cdpb_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
-    try:
-        bound = security.add_port(server, listen)
-    except RuntimeError:
-        bound = 0
-    if not bound:
+    if not network.listen(server, listen):
         raise ConfigError(f"--listen {listen}: cannot listen there (is the port in use?)")
     await server.start()
-    log.info("coordinator of %s listening on %s", topology.config.name, listen)
-    events.emit("coordinator_started", listen=listen, reprotect=reprotect)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(control_loop(coordinator)), asyncio.create_task(stop.wait())]
+    coordinator.events.emit("coordinator_started", listen=listen, reprotect=coordinator.reprotect)
+    tasks = [asyncio.create_task(control_loop(coordinator, network)), asyncio.ensure_future(until)]
     if coordinator.tuning.edges:
         tasks.append(asyncio.create_task(tuning_loop(coordinator)))
-    launcher = os.environ.get(LAUNCHER_PID_ENV, "")
-    if launcher.isdigit():
-        tasks.append(asyncio.create_task(_watch_launcher(int(launcher))))
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -168,6 +127,37 @@ async def serve(
         for task in tasks:
             task.cancel()
         await server.stop(0.5)
+
+
+async def serve(
+    config: str,
+    listen: str,
+    endpoints: Path | None,
+    run_dir: Path | None,
+    reprotect: bool = True,
+    tls_dir: Path | None = None,
+) -> int:
+    topology = topology_mod.resolve(config_mod.load(config))
+    network = GrpcNetwork(process_security(COORDINATOR, tls_dir, topology.config.insecure))
+    addresses = known_addresses(topology, endpoints)
+    events = EventLog("coordinator", run_dir)
+    coordinator = Coordinator(topology, addresses, events, clock.monotonic(), reprotect=reprotect)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    waits: list[asyncio.Task[object]] = [asyncio.create_task(stop.wait())]
+    launcher = os.environ.get(LAUNCHER_PID_ENV, "")
+    if launcher.isdigit():
+        waits.append(asyncio.create_task(_watch_launcher(int(launcher))))
+    log.info("coordinator of %s listening on %s", topology.config.name, listen)
+    try:
+        await run_service(
+            coordinator, network, listen, asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        )
+    finally:
+        for task in waits:
+            task.cancel()
     return 0
 
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 
 import grpc
 
-from node.tls import COORDINATOR, Security
-from node.transport import GRPC_OPTIONS
+from node.network import Network, insecure
+from node.tls import COORDINATOR
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import coordinator_pb2 as cdpb
 from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
@@ -34,7 +34,7 @@ class CoordinatorLink:
         apply_view: Callable[[cpb.StageView], bool],
         interval: Callable[[], float],
         apply_batch_sizes: Callable[[Mapping[str, int]], None] = lambda sizes: None,
-        security: Security | None = None,
+        network: Network | None = None,
     ) -> None:
         self.coordinator = coordinator
         self.own_address = own_address
@@ -42,12 +42,12 @@ class CoordinatorLink:
         self.apply_view = apply_view
         self.interval = interval
         self.apply_batch_sizes = apply_batch_sizes
-        self.security = security or Security.insecure("")
+        self.network = network or insecure("")
         self.reports = 0
         self.failures = 0
 
     async def run(self) -> None:
-        async with self.security.channel(self.coordinator, COORDINATOR, GRPC_OPTIONS) as channel:
+        async with self.network.channel(self.coordinator, COORDINATOR) as channel:
             stub = cdpb_grpc.CoordinatorStub(channel)
             reachable = True
             while True:

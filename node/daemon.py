@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,14 @@ import grpc
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.replica import Mode
 from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
-from node import authorization
+from node import authorization, clock
 from node.atomic_file import write_json
 from node.codec import RowCodec
 from node.coordinator_link import CoordinatorLink
 from node.events import EventLog
 from node.messages import point_from_pb, point_to_pb, view_from_pb, view_to_pb
 from node.metrics import NodeMetrics
+from node.network import Network, insecure
 from node.outbound import Outbound
 from node.peers import Peers
 from node.roles.inbound import InboundEdgeSession, Receiver
@@ -43,8 +43,8 @@ from node.roles.sink import SinkRole
 from node.roles.source import SourceRole
 from node.sections.input import EdgeInput
 from node.sources import SourceDataError
-from node.tls import Security, caller
-from node.transport import GRPC_OPTIONS, DataPlaneServer, Rejected
+from node.tls import caller
+from node.transport import DataPlaneServer, Rejected
 from semiactive.topology import Stage, Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
@@ -87,7 +87,7 @@ class NodeDaemon:
         start_now: bool = False,
         spare: bool = False,
         coordinator: str | None = None,
-        security: Security | None = None,
+        network: Network | None = None,
     ) -> None:
         if name not in topology.nodes:
             raise StartupError(
@@ -102,14 +102,14 @@ class NodeDaemon:
         self.run_dir = run_dir
         self.start_now = start_now
         self.coordinator = coordinator
-        self.started_at = time.monotonic()
+        self.started_at = clock.monotonic()
         self._tuning_intervals = tuning_intervals(topology)
         self.exit = asyncio.Event()
         self.drain_then_exit = False
         self.drain_deadline = 0.0
         self.views = initial_views(topology)
-        self.security = security or Security.insecure(name)
-        self.peers = Peers(self.addresses, self.security)
+        self.network = network or insecure(name)
+        self.peers = Peers(self.addresses, self.network)
         self.events = EventLog(name, run_dir)
         stage = None if spare else topology.stage_of(name)
         self.stage: Stage | None = stage
@@ -134,7 +134,7 @@ class NodeDaemon:
                 self.metrics,
                 epoch=lambda: 0,
                 on_refused=lambda sender, details: None,
-                security=self.security,
+                network=self.network,
                 events=self.events,
             )
             self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
@@ -278,7 +278,7 @@ class NodeDaemon:
             role=self.role,
             stage=self.stage.name if self.stage else "",
             finished=self.finished,
-            uptime_s=time.monotonic() - self.started_at,
+            uptime_s=clock.monotonic() - self.started_at,
             state=self.role,
         )
         st.views.extend(view_to_pb(v) for v in self.views)
@@ -372,23 +372,19 @@ class NodeDaemon:
             # Exit once drained, or after DRAIN_LIMIT_S if a consumer never
             # acknowledges the end (it may be gone).
             self.drain_then_exit = True
-            self.drain_deadline = time.monotonic() + DRAIN_LIMIT_S
+            self.drain_deadline = clock.monotonic() + DRAIN_LIMIT_S
             if self.role in ("spare", "secondary") or (self.finished and self.sink is None):
                 self.exit.set()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def serve(self) -> int:
-        server = grpc.aio.server(options=GRPC_OPTIONS)
+        server = self.network.server()
         pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(self.accept, self.on_ack), server)
         cpb_grpc.add_ControlServicer_to_server(ControlServicer(self), server)
         if self.source is not None and self.source.config.kind == "ingest":
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
-        try:
-            bound = self.security.add_port(server, self.listen)
-        except RuntimeError as exc:
-            raise StartupError(f"cannot listen on {self.listen}: {exc} (is the port in use?)") from None
-        if not bound:
+        if not self.network.listen(server, self.listen):
             raise StartupError(f"cannot listen on {self.listen} (is the port in use?)")
         await server.start()
         if self.metrics_port:
@@ -415,13 +411,13 @@ class NodeDaemon:
                 self.apply_view,
                 self.report_interval,
                 self.apply_batch_sizes,
-                self.security,
+                self.network,
             )
             tasks.append(asyncio.create_task(link.run(), name="coordinator"))
         if self.replica is not None:
             self.replica.start()
         if self.start_now:
-            self.start(time.time())
+            self.start(clock.wall())
         code = 0
         try:
             code = await self._until_exit(tasks)
@@ -470,14 +466,14 @@ class NodeDaemon:
     async def _watch(self) -> None:
         """Report finishing once; exit when asked to once drained."""
         finished_at: float | None = None
-        last_summary = time.monotonic()
+        last_summary = clock.monotonic()
         # A sink acknowledges every ack interval: it lingers for two after
         # its end of stream, so that its producer hears that everything
         # arrived and finishes too (it would wait out the drain limit).
         linger = 2 * self.topology.config.ack_interval_ms / 1000 if self.sink is not None else 0.0
         while True:
             await asyncio.sleep(0.05)
-            now = time.monotonic()
+            now = clock.monotonic()
             if now - last_summary > 0.5:
                 last_summary = now
                 self._write_summary()  # a killed node leaves its last counts
@@ -499,7 +495,7 @@ class NodeDaemon:
         if self.run_dir is None or outbound is None:
             return
         sample = {
-            "t": time.time(),
+            "t": clock.wall(),
             "bytes": [[e, c, n] for (e, c), n in outbound.bytes_sent.items()],
             "batch_sizes": {
                 e: c.batch_size for e, c in outbound.log.edges.items() if c.batch_size < UNBOUNDED

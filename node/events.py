@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
+
+from node import clock
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,7 @@ class EventLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def emit(self, event: str, **fields: Any) -> None:
-        record = {"t": time.time(), "node": self.node, "event": event, **fields}
+        record = {"t": clock.wall(), "node": self.node, "event": event, **fields}
         log.info("event %s %s", event, {k: v for k, v in fields.items()})
         if self.path is not None:
             with self.path.open("a") as handle:

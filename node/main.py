@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from node.network import GrpcNetwork
 from node.tls import process_security
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
@@ -95,7 +96,7 @@ def run_node(
             start_now=start_now,
             spare=spare,
             coordinator=coordinator,
-            security=security,
+            network=GrpcNetwork(security),
         )
     except StartupError as exc:
         raise ConfigError(str(exc), config) from None

@@ -22,7 +22,7 @@ from node.codec import RowCodec
 from node.events import EventLog
 from node.messages import point_from_pb
 from node.metrics import NodeMetrics
-from node.tls import Security
+from node.network import Network
 from node.transport import EdgeSender, RefusalHandler
 from semiactive.topology import Stage, Topology
 from semiactive.wire import dataplane_pb2 as pb
@@ -45,7 +45,7 @@ class Outbound:
         epoch: Callable[[], int],
         on_refused: RefusalHandler,
         on_acknowledged: Callable[[], None] | None = None,
-        security: Security | None = None,
+        network: Network | None = None,
         events: EventLog | None = None,
     ) -> None:
         assert stage.schema is not None
@@ -59,7 +59,7 @@ class Outbound:
         self.epoch = epoch
         self.on_refused = on_refused
         self.on_acknowledged = on_acknowledged
-        self.security = security
+        self.network = network
         self.events = events
         self.codec = RowCodec(stage.schema, stage.kind)
         self.senders: dict[tuple[str, int], EdgeSender] = {}
@@ -107,7 +107,7 @@ class Outbound:
                     batch_rows=cfg.batch_rows,
                     linger=cfg.linger_ms / 1000,
                     connect_timeout=cfg.connect_timeout_ms / 1000,
-                    security=self.security,
+                    network=self.network,
                 )
                 self.senders[key] = sender
                 task = asyncio.create_task(sender.run(), name=f"send {edge.id} {CHANNELS[channel]}")

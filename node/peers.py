@@ -7,22 +7,21 @@ from collections.abc import Mapping
 
 import grpc
 
-from node.tls import Security
-from node.transport import GRPC_OPTIONS
+from node.network import Network, insecure
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 
 
 class Peers:
-    def __init__(self, addresses: Mapping[str, str], security: Security | None = None) -> None:
+    def __init__(self, addresses: Mapping[str, str], network: Network | None = None) -> None:
         self.addresses = addresses
-        self.security = security or Security.insecure("")
+        self.network = network or insecure("")
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def channel(self, node: str) -> grpc.aio.Channel:
         channel = self._channels.get(node)
         if channel is None:
-            channel = self.security.channel(self.addresses[node], node, GRPC_OPTIONS)
+            channel = self.network.channel(self.addresses[node], node)
             self._channels[node] = channel
         return channel
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -24,31 +23,15 @@ import grpc
 
 from ha.output_log import OutputLog
 from ha.resync import ResyncPoint
+from node import clock
 from node.codec import CodecError, RowCodec
 from node.messages import point_to_pb
-from node.tls import Security, caller
+from node.network import Network, insecure
+from node.tls import caller
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
-
-GRPC_OPTIONS = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-    # Servers accept the clients' keepalive pings (the default policy
-    # answers a ping every 10 s with GOAWAY "too_many_pings").
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
-    # A channel to a node that died retries at most every 250 ms: with the
-    # default exponential backoff (1 s, 1.6 s, 2.6 s, ...) its replacement
-    # looked unreachable for seconds after it was listening, and a stage
-    # waiting for it as secondary stayed unprotected meanwhile.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 250),
-]
 
 
 class Rejected(Exception):
@@ -229,10 +212,10 @@ class EdgeSender:
         batch_rows: int = 1024,
         linger: float = 0.0,
         connect_timeout: float = 10.0,
-        security: Security | None = None,
+        network: Network | None = None,
     ) -> None:
         self.sender = sender
-        self.security = security or Security.insecure(sender)
+        self.network = network or insecure(sender)
         self.edge = edge
         self.target = target
         self.address = address
@@ -274,7 +257,7 @@ class EdgeSender:
         self.wake.set()
 
     async def run(self) -> None:
-        started = time.monotonic()
+        started = clock.monotonic()
         backoff = 0.02
         while not self._stopped:
             try:
@@ -300,7 +283,7 @@ class EdgeSender:
                 if code in (grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.ABORTED):
                     log.info("%s -> %s: %s; reconnecting", self.edge, self.target, exc.details())
                     continue
-                if not self.ever_connected and time.monotonic() - started > self.connect_timeout:
+                if not self.ever_connected and clock.monotonic() - started > self.connect_timeout:
                     raise PeerUnreachable(
                         f"cannot reach {self.target} at {self.address} after {self.connect_timeout:.1f} s "
                         f"({self.last_error})"
@@ -312,7 +295,7 @@ class EdgeSender:
             backoff = min(backoff * 2, 0.5)
 
     async def _session(self) -> None:
-        async with self.security.channel(self.address, self.target, GRPC_OPTIONS) as channel:
+        async with self.network.channel(self.address, self.target) as channel:
             call = pb_grpc.DataPlaneStub(channel).Push()
             hello = pb.Hello(
                 edge=self.edge,

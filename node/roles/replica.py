@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ from ha.replica import Mode, StageReplica
 from ha.resync import ResyncPoint
 from ha.routing import consumer_batch_sizes, producer_secondary
 from ha.views import ViewTable
+from node import clock
 from node.engine.elements import Element
 from node.events import EventLog
 from node.messages import point_to_pb, view_to_pb
@@ -86,7 +86,7 @@ class ReplicaRole:
             epoch=lambda: self.views[stage.name].epoch,
             on_refused=self._refused,
             on_acknowledged=self.consumer_acknowledged,
-            security=peers.security,
+            network=peers.network,
             events=events,
         )
         self.sessions: dict[str, InboundEdgeSession] = {}
@@ -215,7 +215,7 @@ class ReplicaRole:
         send Level-1 upstream now (at most every ``ACK_SPACING_S``)."""
         if self.replica.mode is not Mode.PRIMARY or self._ack_soon is not None:
             return
-        delay = max(0.0, self._last_acks + ACK_SPACING_S - time.monotonic())
+        delay = max(0.0, self._last_acks + ACK_SPACING_S - clock.monotonic())
         self._ack_soon = asyncio.get_running_loop().call_later(delay, self._acks_now)
 
     def _acks_now(self) -> None:
@@ -224,7 +224,7 @@ class ReplicaRole:
             self.send_acks()
 
     def send_acks(self) -> None:
-        self._last_acks = time.monotonic()
+        self._last_acks = clock.monotonic()
         point = self.replica.level1()
         epoch = self.views[self.stage.name].epoch
         for edge in self.stage.inputs:
@@ -271,13 +271,13 @@ class ReplicaRole:
             primary = self.views[self.stage.name].primary
             if primary == self.node:
                 return
-            detector.start(time.monotonic())
+            detector.start(clock.monotonic())
             failed = await self._heartbeat(primary, detector)
             if not failed or self.replica.mode is not Mode.SECONDARY:
                 continue
             if self.views[self.stage.name].primary != primary:
                 continue  # someone else already took over
-            await self.takeover(primary, detector.silent_for(time.monotonic()))
+            await self.takeover(primary, detector.silent_for(clock.monotonic()))
             return
 
     async def _heartbeat(self, primary: str, detector: FailureDetector) -> bool:
@@ -290,7 +290,7 @@ class ReplicaRole:
         async def pongs() -> None:
             with contextlib.suppress(grpc.aio.AioRpcError):
                 async for _ in call:
-                    detector.on_pong(time.monotonic())
+                    detector.on_pong(clock.monotonic())
 
         reader = asyncio.create_task(pongs())
         n = 0
@@ -305,9 +305,9 @@ class ReplicaRole:
                 n += 1
                 with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
                     await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
-                deadline = time.monotonic() + interval
-                while time.monotonic() < deadline:
-                    if detector.expired(time.monotonic()) and detector.last_pong is not None:
+                deadline = clock.monotonic() + interval
+                while clock.monotonic() < deadline:
+                    if detector.expired(clock.monotonic()) and detector.last_pong is not None:
                         if await self._confirm(call, detector, n + 1):
                             return True
                         n += 1
@@ -324,14 +324,14 @@ class ReplicaRole:
         pongs already received be read (this process may itself have been
         starved) and give one more ping a short grace."""
         await asyncio.sleep(0)
-        if not detector.expired(time.monotonic()):
+        if not detector.expired(clock.monotonic()):
             return False
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
             await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
-        grace = time.monotonic() + detector.interval / 2
-        while time.monotonic() < grace:
+        grace = clock.monotonic() + detector.interval / 2
+        while clock.monotonic() < grace:
             await asyncio.sleep(0.005)
-            if not detector.expired(time.monotonic()):
+            if not detector.expired(clock.monotonic()):
                 return False
         return True
 
@@ -348,7 +348,7 @@ class ReplicaRole:
     async def takeover(self, old_primary: str, silent_for: float) -> None:
         """Algorithm 2 lines 12-20, with fencing: become the primary at
         epoch + 1 and tell everybody."""
-        self.detected_at = time.time()
+        self.detected_at = clock.wall()
         view = self.views[self.stage.name].promoted(self.node)
         self.views.apply(view)
         self.replica.promote()
@@ -383,9 +383,9 @@ class ReplicaRole:
         """Definition 2: recovery ends when this replica has reproduced the
         old primary's output, whose extent the consumers tell on
         connecting."""
-        deadline = time.monotonic() + 5.0
+        deadline = clock.monotonic() + 5.0
         consumers = len(self.stage.outputs)
-        while time.monotonic() < deadline:
+        while clock.monotonic() < deadline:
             positions = self.outbound.consumer_positions()
             if len(positions) >= consumers:
                 break
@@ -399,7 +399,7 @@ class ReplicaRole:
             return
         if self.replica.warming_up or self.replica.log.head < self.recovery_target:
             return
-        elapsed = time.time() - self.detected_at
+        elapsed = clock.wall() - self.detected_at
         self.events.emit(
             "recovered",
             stage=self.stage.name,

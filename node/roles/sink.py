@@ -5,12 +5,12 @@ to ``<run-dir>/sink/<name>.jsonl``. It also measures source-to-sink latency
 
 from __future__ import annotations
 
-import time
 from array import array
 from pathlib import Path
 from typing import IO
 
 from ha.resync import ResyncPoint
+from node import clock
 from node.atomic_file import write_json
 from node.engine.elements import Element
 from node.jsonl import formatter
@@ -67,10 +67,10 @@ class SinkRole:
                 self._out.write("".join([fmt(r[1], r) for r in rows]))
                 self._out.flush()
             if self._arrivals is not None:
-                self._arrivals.write(f"{time.time():.4f} {rows[0][1]} {len(rows)}\n")
+                self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
             self.delivered += len(rows)
             if self.t0 is not None:
-                now_ms = (time.time() - self.t0) * 1000
+                now_ms = (clock.wall() - self.t0) * 1000
                 lat = [max(0.0, (now_ms - r[0]) / 1000) for r in rows]
                 self.latencies.extend(lat)
                 observe = self.metrics.latency.observe

@@ -14,12 +14,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from ha.output_log import OutputLog
+from node import clock
 from node.atomic_file import write_json
 from node.cql import plan
 from node.engine.elements import Element
@@ -81,7 +81,7 @@ class SourceRole:
 
     async def run(self) -> None:
         await self.started.wait()
-        delay = self.t0 - time.time()
+        delay = self.t0 - clock.wall()
         if delay > 0:
             await asyncio.sleep(delay)
         try:
@@ -124,7 +124,7 @@ class SourceRole:
             write_json(self._run_dir / "sources" / f"{self.name}.end.json", end)
 
     def elapsed_ms(self) -> float:
-        return (time.time() - self.t0) * 1000
+        return (clock.wall() - self.t0) * 1000
 
     async def _synthetic(self) -> None:
         phases = [Phase(int(p.at_s * 1000), p.tuples_per_s) for p in self.config.rate]
