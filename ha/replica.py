@@ -25,11 +25,11 @@ from collections.abc import Mapping
 
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.resync import ResyncPoint, Snapshot, SnapshotLog
+from ha.stage import StageSpec
 from node.codec import RowCodec
 from node.engine.elements import Element
 from node.sections.input import EdgeInput, InputSection
 from node.sections.operator import CostSchedule, OperatorSection
-from semiactive.topology import Stage
 
 
 class Mode(enum.Enum):
@@ -52,7 +52,7 @@ class StageReplica:
     def __init__(
         self,
         node: str,
-        stage: Stage,
+        stage: StageSpec,
         mode: Mode,
         consumer_batch: Mapping[str, int],
         capacity: int = 1_000_000,
@@ -76,10 +76,10 @@ class StageReplica:
     def _build(self) -> None:
         """Fresh input and operator sections (and snapshots)."""
         stage = self.stage
-        assert stage.program is not None and stage.output is not None and stage.config is not None
+        assert stage.program is not None and stage.output is not None
         edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
         self.inputs = InputSection(edges, exact=True)
-        cost = CostSchedule(stage.config.cost_ms, [(p.at_s, p.cost_ms) for p in stage.config.cost_schedule])
+        cost = CostSchedule(stage.cost_ms, list(stage.cost_schedule))
         self.operator = OperatorSection(stage.program, stage.output, cost, lineage=True)
         self.snapshots = SnapshotLog()
 

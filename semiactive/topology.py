@@ -74,6 +74,29 @@ class Stage:
     def replicas(self) -> list[str]:
         return [self.primary] + ([self.secondary] if self.secondary else [])
 
+    # What ha/ reads (ha.stage.StageSpec).
+
+    @property
+    def ha_mode(self) -> str:
+        return self.config.ha.mode if self.config is not None else "none"
+
+    @property
+    def ha_batch_size(self) -> int:
+        if self.config is None:
+            return 1
+        ha = self.config.ha
+        return ha.initial_batch_size if ha.mode == "asas" else ha.batch_size
+
+    @property
+    def cost_ms(self) -> float:
+        return self.config.cost_ms if self.config is not None else 0.0
+
+    @property
+    def cost_schedule(self) -> list[tuple[float, float]]:
+        if self.config is None:
+            return []
+        return [(p.at_s, p.cost_ms) for p in self.config.cost_schedule]
+
 
 @dataclass(frozen=True)
 class NodeInfo:
