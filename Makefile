@@ -30,7 +30,7 @@ iperf3:
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3; }
 
 test: lint iperf3
-	$(PY) -m pytest -q -p no:cacheprovider
+	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'

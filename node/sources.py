@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from node.cql import plan
+from node.errors import UserError
 
 HEADER_BYTES = 8  # ts on the wire
 
@@ -41,7 +42,7 @@ TS_MIN = -(2**62) + 1
 TS_MAX = 2**62 - 1
 
 
-class SourceDataError(ValueError):
+class SourceDataError(UserError, ValueError):
     """A row of an input file that does not match the stream's schema."""
 
 

@@ -16,8 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from node.cql import CqlError
-from node.sources import SourceDataError
+from node.errors import UserError
 from semiactive.config import ConfigError
 
 USAGE_ERROR = 2
@@ -100,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     check = qsub.add_parser("check", help="parse, type-check and print the plan")
     check.add_argument("file")
     check.add_argument("--insert-delays", action="store_true", help="add <Now> on cycles without a delay")
+    check.add_argument(
+        "--show-code", action="store_true", help="also print the Python generated for each query"
+    )
     run = qsub.add_parser("run", help="run over files, print a query's output as JSON Lines")
     run.add_argument("file")
     run.add_argument(
@@ -214,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     try:
         return _dispatch(args)
-    except (ConfigError, CqlError, SourceDataError) as exc:
+    except UserError as exc:
         print(f"semiactive: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
@@ -269,7 +271,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from semiactive import embedded
 
         if args.action == "check":
-            print(embedded.check(args.file, insert_delays=args.insert_delays))
+            print(embedded.check(args.file, insert_delays=args.insert_delays, show_code=args.show_code))
             return 0
         return embedded.run(args.file, args.stream, args.output, args.executor, args.run_limit)
     if args.command == "cluster":

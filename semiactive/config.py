@@ -24,12 +24,14 @@ from pydantic import (
     model_validator,
 )
 
+from node.errors import UserError
+
 NAME = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TYPE = r"^(integer|int|float|byte|char\(\s*[1-9][0-9]*\s*\))$"
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A configuration problem, located in its file."""
 
     def __init__(self, message: str, file: str = "", line: int | None = None, field: str = "") -> None:

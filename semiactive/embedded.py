@@ -31,13 +31,19 @@ def load_program(file: str, insert_delays: bool = False) -> plan.Program:
     return compile_program(text, file=file, insert_delays=insert_delays)
 
 
-def check(file: str, insert_delays: bool = False) -> str:
+def check(file: str, insert_delays: bool = False, show_code: bool = False) -> str:
     """The plan of ``file``, once its code is also generated: a query the
-    engine could not compile is a :class:`CqlError` here, not at run time."""
+    engine could not compile is a :class:`CqlError` here, not at run time.
+    ``show_code``: with the generated Python of every registered query."""
     program = load_program(file, insert_delays)
-    if program.queries:
-        Engine(program)
-    return explain(program)
+    text = explain(program)
+    if not program.queries:
+        return text
+    for name in list(program.queries) if show_code else [program.last_query]:
+        engine = Engine(program, [name])
+        if show_code:
+            text += f"\n\n-- generated code of {name} --\n{engine.generated_source or ''}"
+    return text
 
 
 def parse_streams(specs: Sequence[str], program: plan.Program) -> dict[str, str]:

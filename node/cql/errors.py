@@ -3,8 +3,10 @@ diagnostic (``file:line:column: message``) so editors can jump to it."""
 
 from __future__ import annotations
 
+from node.errors import UserError
 
-class CqlError(Exception):
+
+class CqlError(UserError):
     """A syntax or semantic error in a CQL program. ``line`` and ``column``
     are 1-based and point at the offending token."""
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.engine import expressions
+from node.engine.generated_code import compile_generated
 from node.engine.operators.base import EMPTY, Operator, SliceContext, merge_by_ts
 from node.engine.operators.relational import ProjectOp, SelectOp, UnionOp
 from node.engine.operators.streaming import DelayOp, ScanOp
@@ -78,7 +79,7 @@ def compile_plan(
     source = "\n".join(lines) + "\n"
     namespace: dict[str, Any] = dict(expressions.RUNTIME)
     namespace.update(gen.names, _INF=float("inf"), E=EMPTY, _merge=merge_by_ts, _floor=floor, ctx=ctx)
-    exec(compile(source, "<semiactive-slice>", "exec"), namespace)  # noqa: S102
+    exec(compile_generated(source, "slice", "exec"), namespace)  # noqa: S102
     return Compiled(namespace["advance"], namespace["next_event"], source)
 
 

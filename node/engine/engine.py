@@ -117,6 +117,11 @@ class Engine:
             op.ctx = self.ctx
         self._compiled = self._compile(steps, lineage) if compiled else None
 
+    @property
+    def generated_source(self) -> str | None:
+        """The Python this engine runs its slices with (None: interpreted)."""
+        return self._compiled.source if self._compiled is not None else None
+
     def _compile(self, steps: list[Step], lineage: bool) -> Compiled:
         try:
             with recursion_headroom():

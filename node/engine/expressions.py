@@ -24,6 +24,7 @@ from typing import Any
 
 from node.cql import plan
 from node.engine.elements import VALUES
+from node.engine.generated_code import compile_generated
 
 
 def _idiv(a: int | None, b: int | None) -> int | None:
@@ -276,7 +277,7 @@ def build(code: str, **extra: Any) -> Any:
     runtime helpers in scope."""
     namespace = dict(RUNTIME)
     namespace.update(extra)
-    return eval(compile(code, "<semiactive-generated>", "eval"), namespace)  # noqa: S307
+    return eval(compile_generated(code, "expression", "eval"), namespace)  # noqa: S307
 
 
 def row_function(

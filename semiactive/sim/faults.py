@@ -51,9 +51,11 @@ def supervised(topology: Topology) -> list[str]:
 
 def random_schedule(topology: Topology, rng: random.Random, duration_s: float, faults: int) -> list[Fault]:
     """``faults`` episodes (a fault and its end) starting within the first
-    ``duration_s`` seconds; kills are of distinct nodes, one at a time
-    while the previous victim is down, so that a stage keeps a replica
-    (two replicas dead at once lose a stage in any primary-backup scheme)."""
+    ``duration_s`` seconds. Kills are of distinct nodes, one at a time with
+    time to re-protect after each, so that a stage keeps a replica (two
+    replicas dead at once lose a stage in any primary-backup scheme); a
+    kill-pair kills one replica of a stage, restarts it, then kills the
+    other, which only a re-protected stage survives."""
     nodes = supervised(topology)
     everyone = [*topology.nodes, COORDINATOR]
     out: list[Fault] = []
@@ -61,7 +63,7 @@ def random_schedule(topology: Topology, rng: random.Random, duration_s: float, f
     killed: set[str] = set()
     for _ in range(faults):
         at = round(rng.uniform(0.1, duration_s), 3)
-        kind = rng.choice(["kill", "kill", "freeze", "cut", "stall", "slow", "coordinator"])
+        kind = rng.choice(["kill", "kill", "kill-pair", "freeze", "cut", "stall", "slow", "coordinator"])
         length = round(rng.uniform(0.05, 1.5), 3)
         if kind == "kill":
             candidates = [n for n in nodes if n not in killed]
@@ -73,6 +75,25 @@ def random_schedule(topology: Topology, rng: random.Random, duration_s: float, f
             restart = round(at + rng.uniform(0.3, 1.5), 3)
             busy_until = restart + 1.5  # time for the coordinator to re-protect
             out += [Fault(at, FaultKind.KILL, victim), Fault(restart, FaultKind.RESTART, victim)]
+        elif kind == "kill-pair":
+            # One replica of a stage dies and comes back empty; once the
+            # stage had time to be re-protected, the other one dies.
+            pairs = [s.replicas for s in topology.stages.values() if len(s.replicas) == 2]
+            pairs = [p for p in pairs if not killed & set(p)]
+            if not pairs:
+                continue
+            first, second = rng.sample(rng.choice(pairs), 2)
+            at = max(at, busy_until)
+            restart = round(at + rng.uniform(0.1, 0.5), 3)
+            again = round(restart + rng.uniform(0.4, 1.0), 3)
+            killed |= {first, second}
+            busy_until = again + 1.5
+            out += [
+                Fault(at, FaultKind.KILL, first),
+                Fault(restart, FaultKind.RESTART, first),
+                Fault(again, FaultKind.KILL, second),
+                Fault(round(again + rng.uniform(0.3, 1.0), 3), FaultKind.RESTART, second),
+            ]
         elif kind == "freeze":
             victim = rng.choice(nodes)
             out += [Fault(at, FaultKind.FREEZE, victim), Fault(at + length, FaultKind.THAW, victim)]
