@@ -160,6 +160,10 @@ class Coordinator:
             return Liveness.UNKNOWN
         return Liveness.SILENT if record.port_open else Liveness.DOWN
 
+    def alive(self, now: float) -> list[str]:
+        """Nodes heard from lately (the witness a cut-off secondary asks)."""
+        return [n for n in self.nodes if self.liveness(n, now) is Liveness.UP]
+
     def to_probe(self, now: float) -> list[str]:
         """Nodes not heard from lately whose address is known (the shell
         probes their ports; the others stay UNKNOWN, never taken for dead)."""

@@ -12,6 +12,34 @@ a node there with :meth:`NetworkLab.command_prefix` (``ip netns exec``,
 which execs: the pid it records is the node's). :meth:`NetworkLab.load`
 runs an iperf3 flow between two namespaces at a given rate.
 
+Partitions (:meth:`NetworkLab.isolate`, :meth:`NetworkLab.cut`): two ways
+to take connectivity away and give it back, both silent (packets vanish on
+the way, as with a pulled cable or a failed switch; no sender is told at
+once, so connections time out rather than fail):
+
+- ``isolate(name)`` / ``rejoin(name)``: ``ip link set ... down`` / ``up`` of
+  the node's veth end on the bridge. The node is cut from everyone, the
+  other nodes and the root namespace alike (all its traffic crosses that
+  one link); the bridge port forwards again as soon as it is up (no STP).
+  As on a real LAN, once the peers' ARP entries for it have failed (after
+  several seconds) their new connections may be told "no route to host".
+- ``cut(a, b)`` / ``heal(a, b)``: only the pair ``a``-``b``; ``b`` may be
+  :data:`ROOT`, the root namespace, where the launcher, the coordinator and
+  the nemesis run. On a bridge a link is shared by all of a node's peers,
+  so a pair is cut by routes instead: inside ``a``'s namespace a host route
+  to ``b``'s address through :data:`CUT_DEVICE`, which drops whatever it is
+  given (a veth end without carrier or ARP), and the same the other way
+  round in ``b``'s. A cut from ``ROOT`` needs only the route in ``a``'s
+  namespace: the root's packets still arrive, but every answer (SYN-ACK,
+  ACK) is dropped, so nothing connects either way, and the root
+  namespace's routes are never touched. ``blackhole``/``prohibit`` routes
+  are not used: they make the kernel fail the sender's own calls at once
+  (EINVAL, EACCES), which no real partition does, and the coordinator's
+  probe would take such a node for dead.
+
+Every cut is healable (``heal``, ``rejoin``, :meth:`NetworkLab.heal_all`)
+and lives inside the lab's namespaces and links, so it goes with the lab.
+
 Names carry a random tag, so two labs never collide. Every lab records
 itself under ``/run/semiactive/netlab`` before creating anything, and is
 torn down on leaving its ``with`` block, exceptions and Ctrl-C included; a
@@ -34,7 +62,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -48,6 +76,8 @@ TBF_LATENCY = "20ms"
 STATE_DIR = Path("/run/semiactive/netlab")
 IPERF_PORT = 5201
 STOP_TIMEOUT_S = 5.0
+ROOT = "root"  # the root namespace, as the other end of a cut
+CUT_DEVICE = "cut0"  # in a namespace, a device that drops what is routed to it
 
 
 class NetLabError(RuntimeError):
@@ -127,6 +157,16 @@ def _kill_namespace(netns: str) -> None:
         time.sleep(0.02)
 
 
+def _make_cut_device(netns: str) -> None:
+    """:data:`CUT_DEVICE` in ``netns``: one end of a veth pair whose other
+    end stays down, so it has no carrier and drops whatever is routed to
+    it, silently; without ARP, so that no neighbour lookup fails and
+    reports the destination unreachable either. (A ``dummy`` device would
+    do, but its module is not always there; veth is what a lab is made of.)"""
+    _run("ip", "-n", netns, "link", "add", CUT_DEVICE, "type", "veth", "peer", "name", CUT_DEVICE + "-peer")
+    _run("ip", "-n", netns, "link", "set", CUT_DEVICE, "arp", "off", "up")
+
+
 def _remove(state: dict[str, Any]) -> None:
     """Everything a lab made. Links are deleted explicitly: a deleted
     namespace takes its veths with it only later, asynchronously."""
@@ -175,6 +215,8 @@ class NetworkLab:
     def __init__(self, nodes: Sequence[str], rate_bit_s: float = LINK_RATE_BIT_S) -> None:
         if not 1 <= len(nodes) <= 253:
             raise ValueError("a lab has 1 to 253 nodes")
+        if ROOT in nodes:
+            raise ValueError(f"{ROOT!r} names the root namespace, not a node")
         self.tag = "sa" + secrets.token_hex(3)
         self.rate_bit_s = rate_bit_s
         self.bridge = f"{self.tag}-br"
@@ -184,14 +226,19 @@ class NetworkLab:
         self.workdir: Path | None = None
         self._loads: list[Load] = []
         self._next_port = IPERF_PORT
+        self._cuts: set[frozenset[str]] = set()
+        self._isolated: set[str] = set()
+        self._cut_devices: set[str] = set()  # namespaces that have their CUT_DEVICE
 
     @staticmethod
-    def why_unavailable() -> str | None:
+    def why_unavailable(load: bool = True, cuts: bool = False) -> str | None:
         """Why no lab can be built here (None: it can): root, ``ip``, ``tc``,
-        ``iperf3`` and a namespace that can really be made."""
+        a namespace that can really be made; ``iperf3`` unless no ``load`` is
+        wanted; with ``cuts``, the device that drops packets (partitions)."""
         if os.geteuid() != 0:
             return f"network namespaces need root (this is uid {os.geteuid()})"
-        for tool, hint in (("ip", "iproute2"), ("tc", "iproute2"), ("iperf3", "`make iperf3`")):
+        tools = [("ip", "iproute2"), ("tc", "iproute2")] + ([("iperf3", "`make iperf3`")] if load else [])
+        for tool, hint in tools:
             if shutil.which(tool) is None:
                 return f"`{tool}` is not installed (install it with {hint})"
         probe = "sa" + secrets.token_hex(3) + "-probe"
@@ -199,8 +246,14 @@ class NetworkLab:
             _run("ip", "netns", "add", probe)
         except NetLabError as exc:
             return f"cannot create a network namespace: {exc}"
-        with contextlib.suppress(NetLabError):
-            _run("ip", "netns", "del", probe)
+        try:
+            if cuts:
+                _make_cut_device(probe)
+        except NetLabError as exc:
+            return f"cannot make a device that drops packets in a network namespace: {exc}"
+        finally:
+            with contextlib.suppress(NetLabError):
+                _run("ip", "netns", "del", probe)
         return None
 
     def __enter__(self) -> NetworkLab:
@@ -315,6 +368,95 @@ class NetworkLab:
             if self.workdir is not None:
                 shutil.rmtree(self.workdir, ignore_errors=True)
             self.host_address, self.nodes, self.workdir = "", {}, None
+            self._cuts, self._isolated, self._cut_devices = set(), set(), set()
+
+    # -- partitions ----------------------------------------------------------------------
+
+    def isolate(self, name: str) -> None:
+        """Cut ``name`` from everyone, root namespace included: its link to
+        the bridge goes down (``ip link set DEV down``)."""
+        _run("ip", "link", "set", self.nodes[name].host_if, "down")
+        self._isolated.add(name)
+
+    def rejoin(self, name: str) -> None:
+        """Undo :meth:`isolate`: the link to the bridge comes up again; this
+        returns once both its ends are up. A peer that tried to reach the
+        node meanwhile may hold packets for it until its next ARP attempt
+        (up to a second), as on a real LAN."""
+        node = self.nodes[name]
+        _run("ip", "link", "set", node.host_if, "up")
+        self._isolated.discard(name)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            ends = _run("ip", "-o", "link", "show", node.host_if)
+            ends += _run("ip", "-n", node.netns, "-o", "link", "show", node.ns_if)
+            if ends.count("state UP") == 2:
+                return
+            time.sleep(0.02)
+        raise NetLabError(f"the link of {name} is not up {STOP_TIMEOUT_S:g} s after `ip link set up`")
+
+    def cut(self, a: str, b: str = ROOT) -> None:
+        """Drop every packet between ``a`` and ``b`` (a node, or :data:`ROOT`),
+        both ways, silently, until :meth:`heal`. Idempotent."""
+        pair = self._pair(a, b)
+        if pair in self._cuts:
+            return
+        for here, there in ((a, b), (b, a)):
+            if here != ROOT:
+                self._route(here, there, "add")
+        self._cuts.add(pair)
+
+    def heal(self, a: str, b: str = ROOT) -> None:
+        """Undo :meth:`cut` of ``a`` and ``b``. Idempotent."""
+        pair = self._pair(a, b)
+        if pair not in self._cuts:
+            return
+        for here, there in ((a, b), (b, a)):
+            if here != ROOT:
+                self._route(here, there, "del")
+        self._cuts.discard(pair)
+
+    def partition(self, side: Iterable[str], other: Iterable[str]) -> None:
+        """Cut every member of ``side`` from every member of ``other`` (either
+        may hold :data:`ROOT`); within each side nothing changes."""
+        others = list(other)
+        for a in side:
+            for b in others:
+                self.cut(a, b)
+
+    def heal_all(self) -> None:
+        """Every cut healed, every isolated node rejoined."""
+        for pair in list(self._cuts):
+            self.heal(*pair)
+        for name in list(self._isolated):
+            self.rejoin(name)
+
+    @property
+    def cuts(self) -> set[frozenset[str]]:
+        """The pairs cut now (isolated nodes are in :attr:`isolated`)."""
+        return set(self._cuts)
+
+    @property
+    def isolated(self) -> set[str]:
+        return set(self._isolated)
+
+    def _pair(self, a: str, b: str) -> frozenset[str]:
+        for name in (a, b):
+            if name != ROOT and name not in self.nodes:
+                raise NetLabError(f"no node {name!r} in this lab")
+        if a == b:
+            raise NetLabError(f"cannot cut {a!r} from itself")
+        return frozenset((a, b))
+
+    def _route(self, here: str, there: str, action: str) -> None:
+        """Add or delete, in ``here``'s namespace, the host route that sends
+        what goes to ``there`` into :data:`CUT_DEVICE` (dropped)."""
+        netns = self.nodes[here].netns
+        if netns not in self._cut_devices:
+            _make_cut_device(netns)
+            self._cut_devices.add(netns)
+        address = self.host_address if there == ROOT else self.nodes[there].address
+        _run("ip", "-n", netns, "route", action, f"{address}/32", "dev", CUT_DEVICE)
 
     # -- traffic -------------------------------------------------------------------------
 

@@ -56,9 +56,12 @@ class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
         if problem is not None:
             log.warning("report refused: %s", problem)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        views = self.coordinator.on_report(request.status, request.address, clock.monotonic())
+        now = clock.monotonic()
+        views = self.coordinator.on_report(request.status, request.address, now)
         return cdpb.ReportReply(
-            views=[view_to_pb(v) for v in views], batch_sizes=self.coordinator.batch_sizes_for(request.status)
+            views=[view_to_pb(v) for v in views],
+            batch_sizes=self.coordinator.batch_sizes_for(request.status),
+            alive=self.coordinator.alive(now),
         )
 
     async def ClusterState(self, request: pb.Empty, context: object) -> cdpb.ClusterStatus:

@@ -45,6 +45,9 @@ class CoordinatorLink:
         self.network = network or insecure("")
         self.reports = 0
         self.failures = 0
+        # Who the coordinator heard from lately, from its last answer; None
+        # while it does not answer (then it witnesses nothing).
+        self.alive: frozenset[str] | None = None
 
     async def run(self) -> None:
         async with self.network.channel(self.coordinator, COORDINATOR) as channel:
@@ -58,6 +61,7 @@ class CoordinatorLink:
                     )
                 except grpc.aio.AioRpcError as exc:
                     self.failures += 1
+                    self.alive = None
                     if reachable:
                         log.warning("coordinator %s unreachable: %s", self.coordinator, exc.code().name)
                     reachable = False
@@ -66,6 +70,7 @@ class CoordinatorLink:
                         log.info("coordinator %s reachable again", self.coordinator)
                     reachable = True
                     self.reports += 1
+                    self.alive = frozenset(reply.alive)
                     for view in reply.views:
                         try:
                             self.apply_view(view)

@@ -119,6 +119,7 @@ class NodeDaemon:
         self.source_outbound: Outbound | None = None
         self.sink: SinkRole | None = None
         self.replica: ReplicaRole | None = None
+        self.link: CoordinatorLink | None = None
         if self._role == "source":
             assert stage is not None and stage.source is not None and stage.schema is not None
             out = OutputLog(topology.config.queue_rows)
@@ -174,12 +175,20 @@ class NodeDaemon:
             self.events,
             mode,
             assigned=assigned,
+            witness=self.coordinator_hears,
         )
         self.replica = role
         self.stage = stage
         self._open_inputs(stage, role)
         role.sessions = self.sessions
         return role
+
+    def coordinator_hears(self, node: str) -> bool | None:
+        """Whether the coordinator heard from ``node`` lately (None: no
+        coordinator answers this node)."""
+        if self.link is None or self.link.alive is None:
+            return None
+        return node in self.link.alive
 
     def _rewind(self, edges: set[str]) -> None:
         for edge in edges:
@@ -404,7 +413,7 @@ class NodeDaemon:
         if self.sink is not None:
             tasks.append(asyncio.create_task(self._sink_acks(), name="acks"))
         if self.coordinator:
-            link = CoordinatorLink(
+            link = self.link = CoordinatorLink(
                 self.coordinator,
                 self.listen,
                 self.status,

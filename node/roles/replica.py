@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import grpc
@@ -59,12 +59,14 @@ class ReplicaRole:
         events: EventLog,
         mode: Mode,
         assigned: bool = False,
+        witness: Callable[[str], bool | None] = lambda node: None,
     ) -> None:
         """``assigned``: made a secondary by the coordinator in a running
         cluster (not from the configuration at startup), so an unreachable
         primary is dead, not still starting."""
         cfg = topology.config
         self.assigned = assigned
+        self.witness = witness
         self.node = node
         self.stage = stage
         self.topology = topology
@@ -300,8 +302,12 @@ class ReplicaRole:
                     # The stream broke: dead if it cannot be re-established
                     # now, or if the node there is no longer this stage's
                     # primary (restarted empty under its name).
-                    starting = not (seen or detector.last_pong or self.assigned)
-                    return await self._gone(primary, starting)
+                    never_reached = not (seen or detector.last_pong)
+                    return await self._gone(
+                        primary,
+                        starting=never_reached and not self.assigned,
+                        cut_off=never_reached and self.assigned,
+                    )
                 n += 1
                 with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
                     await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
@@ -335,13 +341,24 @@ class ReplicaRole:
                 return False
         return True
 
-    async def _gone(self, primary: str, starting: bool) -> bool:
+    async def _gone(self, primary: str, starting: bool, cut_off: bool = False) -> bool:
         """Whether ``primary`` no longer serves this stage: it does not
         answer (unless it may still be starting), or answers as something
-        else."""
+        else.
+
+        ``cut_off``: this replica was assigned to ``primary`` and never
+        reached it. Then silence alone is no proof: if the coordinator still
+        hears from the primary, it is alive and only cut off from here (a
+        partition), and taking over would replace a healthy primary; a
+        fenced old primary reassigned as its successor's secondary made the
+        stage fail over back and forth for as long as the partition lasted.
+        Wait for a pong, or for the witness to lose the primary too."""
         try:
             status: cpb.NodeStatus = await self.peers.control(primary).Status(pb.Empty(), timeout=0.2)
         except grpc.aio.AioRpcError:
+            if cut_off and self.witness(primary):
+                await asyncio.sleep(self.topology.config.heartbeat_ms / 1000)
+                return False
             return not starting
         return status.role != "primary" or status.stage != self.stage.name
 

@@ -17,7 +17,7 @@ class NodeReport(_message.Message):
     def __init__(self, status: _Optional[_Union[_control_pb2.NodeStatus, _Mapping]] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ReportReply(_message.Message):
-    __slots__ = ("views", "batch_sizes")
+    __slots__ = ("views", "batch_sizes", "alive")
     class BatchSizesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -27,9 +27,11 @@ class ReportReply(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     VIEWS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
     views: _containers.RepeatedCompositeFieldContainer[_control_pb2.StageView]
     batch_sizes: _containers.ScalarMap[str, int]
-    def __init__(self, views: _Optional[_Iterable[_Union[_control_pb2.StageView, _Mapping]]] = ..., batch_sizes: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    alive: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, views: _Optional[_Iterable[_Union[_control_pb2.StageView, _Mapping]]] = ..., batch_sizes: _Optional[_Mapping[str, int]] = ..., alive: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EdgeTuning(_message.Message):
     __slots__ = ("edge", "tuner", "batch_size", "measured", "bw_estimate_bytes_per_s", "recovery_estimate_s", "bw_max_bytes_per_s", "recovery_max_s", "backup_bytes_per_s", "input_rate_per_s", "branch", "changes")

@@ -14,10 +14,12 @@ a long one. A failure prints the command that replays it exactly.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from coordinator.control import Coordinator, Liveness
 from ha.views import StageView
@@ -101,3 +103,29 @@ def test_a_partitioned_primary_never_delivers_beside_its_successor(topology: Top
     ]
     outcome = simulate(topology, 3, faults, duration_s=DURATION_S)
     assert outcome.ok, outcome.summary()
+
+
+def test_a_fenced_primary_reassigned_behind_a_partition_does_not_take_over_again(tmp_path: Path) -> None:
+    """Found by tests/faults/test_partitions.py on real namespaces, then
+    here: without spares, sum-2's primary cut off from its secondary is
+    replaced, fenced, and reassigned as the new primary's secondary, which
+    it cannot reach either. It used to take the new primary for dead at
+    once and the stage failed over back and forth for as long as the cut
+    lasted (epochs 1 to 6 in 1.5 s). The coordinator, which still hears
+    from the new primary, now witnesses that it lives: one takeover."""
+    cfg = yaml.safe_load((Path(__file__).parents[2] / CONFIG).read_text())
+    del cfg["spares"]
+    path = tmp_path / "no-spares.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    faults = [Fault(0.5, FaultKind.CUT, "node-2", "node-4"), Fault(2.0, FaultKind.HEAL, "node-2", "node-4")]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outcome = simulate(resolve(config.load(path)), 1, faults, keep_dir=run_dir)
+    assert outcome.ok, outcome.summary()
+    takeovers = [
+        event
+        for log in (run_dir / "telemetry").glob("events-*.jsonl")
+        for event in map(json.loads, log.read_text().splitlines())
+        if event["event"] == "takeover" and event["stage"] == "sum-2"
+    ]
+    assert len(takeovers) == 1, takeovers
