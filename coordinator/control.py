@@ -28,7 +28,9 @@ import enum
 from dataclasses import dataclass, field
 
 from coordinator.adaptive_backup import AdaptiveBackup
-from ha.views import StageView
+from ha.routing import initial_views
+from ha.views import StageView, ViewTable
+from node import authorization
 from node.events import EventLog
 from node.messages import view_from_pb
 from semiactive.topology import Topology
@@ -128,10 +130,29 @@ class Coordinator:
             self.served_at[status.stage] = now
         for view in record.held.values():
             current = self.views.get(view.stage)
-            if current is None or (view.epoch, view.version) > (current.epoch, current.version):
+            newer = current is None or (view.epoch, view.version) > (current.epoch, current.version)
+            if newer and self._adoptable(status.name, view):
                 self.views[view.stage] = view
         self.tuning.observe(status, now)
         return self.newer_than_held(record)
+
+    def _adoptable(self, reporter: str, view: StageView) -> bool:
+        """Whether a newer view a node holds may become the cluster's: the
+        coordinator hands its views to every node, which adopt them without
+        question, so it must not launder a view no one could have made. It
+        takes the reporter's own takeover (a replica of the stage naming
+        itself primary, one epoch on: what a node may announce to its peers,
+        :func:`node.authorization.may_change_view`), or a view two nodes
+        hold (after a restart of the coordinator, or takeovers it missed).
+        A member forging ``primary: itself, epoch: 2**63`` in its report is
+        neither."""
+        known = ViewTable(self.views.values())
+        if view.stage not in known:
+            known.apply(next(v for v in initial_views(self.topology) if v.stage == view.stage))
+        if authorization.may_change_view(reporter, known, view) is None:
+            return True
+        holders = [r for r in self.nodes.values() if r.held.get(view.stage) == view]
+        return len(holders) >= 2
 
     def batch_sizes_for(self, status: cpb.NodeStatus) -> dict[str, int]:
         """A-SAS: the B of each edge into an asas stage this node produces on."""

@@ -3,9 +3,10 @@
 message claims (docs/security.md).
 
 - start, stop: the launcher or operator (``admin``) and the coordinator;
-- change a view: the coordinator and ``admin``; otherwise only a replica of
-  that stage announcing itself as its primary (a takeover) at most one
-  epoch ahead of the view this node holds;
+- change a view of one of the config's stages (never of another): the
+  coordinator and ``admin``; otherwise only a replica of that stage
+  announcing itself as its primary (a takeover) at most one epoch ahead of
+  the view this node holds;
 - send rows as stage X: a replica of X (its primary or secondary here), as
   itself, at most one epoch ahead;
 - acknowledge an edge: a replica of the edge's consumer, as itself;
@@ -39,10 +40,16 @@ def may_control(caller: str | None, action: str) -> str | None:
 
 
 def may_change_view(caller: str | None, views: ViewTable, view: StageView) -> str | None:
-    if caller is None or caller in OPERATORS:
+    if caller is None:
         return None
     if view.stage not in views:
+        # Not even an operator's: every node holds a view of every stage of
+        # its config, so this one would only sit in the table (and reach
+        # the coordinator's reports) or, naming a spare as its secondary,
+        # make the spare look the stage up in its topology and fail.
         return f"no stage {view.stage!r}"
+    if caller in OPERATORS:
+        return None
     current = views[view.stage]
     if caller not in _replicas(views, view.stage) or view.primary != caller:
         return f"{caller} may not change the view of {view.stage} (it can only announce its own takeover)"

@@ -595,6 +595,16 @@ class ControlServicer(cpb_grpc.ControlServicer):
             yield cpb.Pong(n=ping.n, epoch=node.views[stage].epoch)
 
 
+def _json_row(text: str) -> Any:
+    """One ingested row; what no JSON parser could take (a number of more
+    than 4300 digits, nesting deeper than the recursion limit) is bad
+    input like any syntax error."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise SourceDataError(f"unreadable row: {str(exc)[:200]}") from None
+
+
 class IngestServicer(pb_grpc.IngestServicer):
     def __init__(self, source: SourceRole) -> None:
         self.source = source
@@ -609,7 +619,7 @@ class IngestServicer(pb_grpc.IngestServicer):
         accepted = 0
         async for batch in request_iterator:  # type: ignore[attr-defined]
             try:
-                rows = [json.loads(r) for r in batch.rows]
+                rows = [_json_row(r) for r in batch.rows]
                 watermark = batch.watermark if batch.HasField("watermark") else None
                 await self.source.outbound.wait_room()
                 accepted += self.source.ingest(rows, watermark, batch.end_of_stream)

@@ -193,7 +193,7 @@ class SourceRole:
                     raise ValueError(row["ts"])
             except KeyError:
                 raise SourceDataError(f"{where}: missing ts") from None
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
                 raise SourceDataError(f"{where}: ts must be an integer") from None
             if not TS_MIN <= ts <= TS_MAX:
                 raise SourceDataError(f"{where}: ts {ts} is out of range [{TS_MIN}, {TS_MAX}]")
