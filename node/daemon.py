@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.replica import Mode
@@ -582,17 +583,25 @@ class ControlServicer(cpb_grpc.ControlServicer):
         """Pongs only while this node is the primary of the pinged stage: a
         node restarted under a dead primary's name, or a primary since
         fenced, must not look like the primary its secondary watches."""
-        node = self.node
         who = caller(context)
-        async for ping in request_iterator:
-            if who is not None and ping.sender != who:
-                await self._check(context, "heartbeat", f"{who} pings as {ping.sender!r}")
-            stage = node.stage.name if node.stage is not None else ""
-            if node.role != "primary" or (ping.stage and ping.stage != stage):
-                await context.abort(
-                    grpc.StatusCode.FAILED_PRECONDITION, f"{node.name} is not the primary of {ping.stage}"
-                )
-            yield cpb.Pong(n=ping.n, epoch=node.views[stage].epoch)
+        try:
+            async for ping in request_iterator:
+                yield await self._pong(context, who, ping)
+        except DecodeError:  # refused without a traceback in the log
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable ping")
+
+    async def _pong(
+        self, context: grpc.aio.ServicerContext[cpb.Ping, cpb.Pong], who: str | None, ping: cpb.Ping
+    ) -> cpb.Pong:
+        node = self.node
+        if who is not None and ping.sender != who:
+            await self._check(context, "heartbeat", f"{who} pings as {ping.sender!r}")
+        stage = node.stage.name if node.stage is not None else ""
+        if node.role != "primary" or (ping.stage and ping.stage != stage):
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"{node.name} is not the primary of {ping.stage}"
+            )
+        return cpb.Pong(n=ping.n, epoch=node.views[stage].epoch)
 
 
 def _json_row(text: str) -> Any:
@@ -617,12 +626,15 @@ class IngestServicer(pb_grpc.IngestServicer):
             log.warning("refused ingest: %s", refusal)
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         accepted = 0
-        async for batch in request_iterator:  # type: ignore[attr-defined]
-            try:
-                rows = [_json_row(r) for r in batch.rows]
-                watermark = batch.watermark if batch.HasField("watermark") else None
-                await self.source.outbound.wait_room()
-                accepted += self.source.ingest(rows, watermark, batch.end_of_stream)
-            except (json.JSONDecodeError, SourceDataError, AttributeError) as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad ingest batch: {exc}")
+        try:
+            async for batch in request_iterator:  # type: ignore[attr-defined]
+                try:
+                    rows = [_json_row(r) for r in batch.rows]
+                    watermark = batch.watermark if batch.HasField("watermark") else None
+                    await self.source.outbound.wait_room()
+                    accepted += self.source.ingest(rows, watermark, batch.end_of_stream)
+                except (json.JSONDecodeError, SourceDataError, AttributeError) as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad ingest batch: {exc}")
+        except DecodeError:  # refused without a traceback in the log
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable ingest batch")
         return pb.IngestReply(accepted=accepted, last_seq=self.source.log.head)

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from ha.output_log import OutputLog
 from ha.resync import ResyncPoint
@@ -116,7 +117,10 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
     async def Push(
         self, request_iterator: object, context: grpc.aio.ServicerContext[pb.Frame, pb.Feedback]
     ) -> None:
-        first = await context.read()
+        try:
+            first = await context.read()
+        except DecodeError:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable frame")
         if first is grpc.aio.EOF:
             return
         if first.WhichOneof("body") != "hello":
@@ -148,6 +152,10 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
         except CodecError as exc:
             log.warning("bad frame on %s from %s: %s", hello.edge, hello.sender, exc)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad frame: {exc}")
+        except DecodeError:
+            # Bytes no frame parses from: refused without a traceback in the
+            # log (a member could otherwise flood it).
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable frame")
         finally:
             edge.detach(stream)
             await feedback.close()

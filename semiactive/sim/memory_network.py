@@ -398,10 +398,7 @@ class _ServerContext:
         if item is _END:
             self._ended = True
             return grpc.aio.EOF
-        try:
-            return self._deserialize(item)
-        except Exception as exc:
-            raise _Aborted(grpc.StatusCode.INTERNAL, f"Exception deserializing request: {exc}") from None
+        return self._deserialize(item)  # what does not parse raises in the handler, as in gRPC
 
     async def write(self, message: Any) -> None:
         await self._call.down.room()
@@ -476,7 +473,10 @@ class MemoryServer:
             if handler.request_streaming:
                 request: Any = _requests(context)
             else:
-                request = await context.read()
+                try:
+                    request = await context.read()
+                except Exception:  # gRPC answers this before any handler runs
+                    raise _Aborted(grpc.StatusCode.INTERNAL, "Exception deserializing request!") from None
                 if request is grpc.aio.EOF:
                     raise _Aborted(grpc.StatusCode.INTERNAL, "no request")
             behavior = (
