@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.resync import ResyncPoint, Snapshot, SnapshotLog
-from ha.stage import StageSpec
+from ha.stage import HaMode, StageSpec
 from node.codec import RowCodec
 from node.engine.elements import Element
 from node.sections.input import EdgeInput, InputSection
@@ -38,12 +38,12 @@ class Mode(enum.Enum):
     FENCED = "fenced"
 
 
-def batch_size(mode: str, configured: int) -> int:
+def batch_size(mode: HaMode, configured: int) -> int:
     """The backup batch size B a consumer's HA mode asks of its producers:
     AS ships every row (1), SAS ``configured`` rows (A-SAS: its initial B), UB and none nothing."""
-    if mode == "as":
+    if mode is HaMode.AS:
         return 1
-    if mode in ("sas", "asas"):
+    if mode in (HaMode.SAS, HaMode.ASAS):
         return configured
     return UNBOUNDED
 

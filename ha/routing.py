@@ -34,7 +34,7 @@ def data_target(views: ViewTable, edge: EdgeSpec) -> str:
 
 def backup_target(topology: StageGraph, views: ViewTable, edge: EdgeSpec) -> str | None:
     """The consumer's secondary, if its mode ships backups (AS, SAS, A-SAS)."""
-    if topology.stages[edge.consumer].ha_mode not in ("as", "sas", "asas"):
+    if not topology.stages[edge.consumer].ha_mode.ships_backups:
         return None
     return views[edge.consumer].secondary
 

@@ -7,10 +7,25 @@ them, and so can any test's or tool's own description.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from node.cql import plan
+
+
+class HaMode(enum.StrEnum):
+    """How a stage is protected (docs/ha.md)."""
+
+    NONE = "none"
+    UB = "ub"  # upstream backup: producers keep, nothing shipped
+    AS = "as"  # active standby: every row to the secondary
+    SAS = "sas"  # semi-active standby: batches of B rows
+    ASAS = "asas"  # adaptive SAS: B tuned by the coordinator
+
+    @property
+    def ships_backups(self) -> bool:
+        return self in (HaMode.AS, HaMode.SAS, HaMode.ASAS)
 
 
 class EdgeSpec(Protocol):
@@ -62,9 +77,7 @@ class StageSpec(Protocol):
     def outputs(self) -> Sequence[EdgeSpec]: ...
 
     @property
-    def ha_mode(self) -> str:
-        """none, ub, as, sas or asas."""
-        ...
+    def ha_mode(self) -> HaMode: ...
 
     @property
     def ha_batch_size(self) -> int:

@@ -46,7 +46,7 @@ from node.sections.input import EdgeInput
 from node.sources import SourceDataError
 from node.tls import caller
 from node.transport import DataPlaneServer, Rejected
-from semiactive.topology import Stage, Topology
+from semiactive.topology import NodeRole, Stage, Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
@@ -96,7 +96,7 @@ class NodeDaemon:
             )
         self.topology = topology
         self.name = name
-        self._role = "spare" if spare else topology.nodes[name].role
+        self._role = NodeRole.SPARE if spare else topology.nodes[name].role
         self.addresses = dict(addresses)
         self.listen = self.addresses[name]
         self.metrics_port = metrics_port
@@ -121,7 +121,7 @@ class NodeDaemon:
         self.sink: SinkRole | None = None
         self.replica: ReplicaRole | None = None
         self.link: CoordinatorLink | None = None
-        if self._role == "source":
+        if self._role is NodeRole.SOURCE:
             assert stage is not None and stage.source is not None and stage.schema is not None
             out = OutputLog(topology.config.queue_rows)
             for edge_id, size in consumer_batch_sizes(topology, stage).items():
@@ -140,10 +140,10 @@ class NodeDaemon:
                 events=self.events,
             )
             self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
-        elif self._role in ("primary", "secondary"):
+        elif self._role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
             assert stage is not None
-            self._become_replica(stage, Mode.PRIMARY if self._role == "primary" else Mode.SECONDARY)
-        elif self._role == "sink":
+            self._become_replica(stage, Mode.PRIMARY if self._role is NodeRole.PRIMARY else Mode.SECONDARY)
+        elif self._role is NodeRole.SINK:
             assert stage is not None
             e = stage.inputs[0]
             self.sink = SinkRole(
@@ -155,9 +155,9 @@ class NodeDaemon:
 
     @property
     def role(self) -> str:
-        """source, sink, spare, or what its replica is now (a secondary that
-        took over is a primary)."""
-        return self.replica.mode.value if self.replica is not None else self._role
+        """source, sink, spare, or what its replica is now: primary,
+        secondary or fenced (a secondary that took over is a primary)."""
+        return self.replica.mode.value if self.replica is not None else self._role.value
 
     def _open_inputs(self, stage: Stage, receiver: Receiver) -> None:
         self.sessions = {
@@ -209,7 +209,7 @@ class NodeDaemon:
             self.replica.on_view_change()
             if self.replica.mode is Mode.FENCED:
                 self._become_spare()
-        if self.replica is None and self.role == "spare" and view.secondary == self.name:
+        if self.replica is None and self.role == NodeRole.SPARE and view.secondary == self.name:
             stage = self.topology.stages[view.stage]
             self.events.emit("assigned", stage=stage.name, role="secondary", version=view.version)
             self._become_replica(stage, Mode.SECONDARY, assigned=True).start()
@@ -224,7 +224,7 @@ class NodeDaemon:
         self.replica = None
         self.sessions = {}
         self.stage = None
-        self._role = "spare"
+        self._role = NodeRole.SPARE
 
     # -- data plane ---------------------------------------------------------------------------
 
@@ -383,7 +383,7 @@ class NodeDaemon:
             # acknowledges the end (it may be gone).
             self.drain_then_exit = True
             self.drain_deadline = clock.monotonic() + DRAIN_LIMIT_S
-            if self.role in ("spare", "secondary") or (self.finished and self.sink is None):
+            if self.role in (NodeRole.SPARE, NodeRole.SECONDARY) or (self.finished and self.sink is None):
                 self.exit.set()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -494,7 +494,7 @@ class NodeDaemon:
                 self._write_summary()
             drained = finished_at is not None and now - finished_at >= linger
             if self.drain_then_exit and (
-                drained or self.role in ("spare", "secondary") or now > self.drain_deadline
+                drained or self.role in (NodeRole.SPARE, NodeRole.SECONDARY) or now > self.drain_deadline
             ):
                 self.exit.set()
 
@@ -597,7 +597,7 @@ class ControlServicer(cpb_grpc.ControlServicer):
         if who is not None and ping.sender != who:
             await self._check(context, "heartbeat", f"{who} pings as {ping.sender!r}")
         stage = node.stage.name if node.stage is not None else ""
-        if node.role != "primary" or (ping.stage and ping.stage != stage):
+        if node.role != NodeRole.PRIMARY or (ping.stage and ping.stage != stage):
             await context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION, f"{node.name} is not the primary of {ping.stage}"
             )

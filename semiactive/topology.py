@@ -12,11 +12,13 @@ field (and, for CQL, the line and column inside the query).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ha.stage import HaMode
 from node.cql import CqlError, compile_program, parse, plan
 from node.cql import ast as cql_ast
 from node.sources import wire_size
@@ -77,8 +79,8 @@ class Stage:
     # What ha/ reads (ha.stage.StageSpec).
 
     @property
-    def ha_mode(self) -> str:
-        return self.config.ha.mode if self.config is not None else "none"
+    def ha_mode(self) -> HaMode:
+        return HaMode(self.config.ha.mode) if self.config is not None else HaMode.NONE
 
     @property
     def ha_batch_size(self) -> int:
@@ -98,10 +100,22 @@ class Stage:
         return [(p.at_s, p.cost_ms) for p in self.config.cost_schedule]
 
 
+class NodeRole(enum.StrEnum):
+    """What a node process is. A replica's role changes at run time (a
+    secondary takes over, a fenced primary becomes a spare, a spare is
+    assigned); this is what it starts as."""
+
+    SOURCE = "source"
+    PRIMARY = "primary"
+    SECONDARY = "secondary"
+    SINK = "sink"
+    SPARE = "spare"
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     name: str
-    role: str  # source, primary, secondary, sink, spare
+    role: NodeRole
     stage: str | None
 
 
@@ -162,7 +176,7 @@ class _Resolver:
     def error(self, message: str, *where: Any) -> ConfigError:
         return self.loaded.error(message, *where)
 
-    def add_node(self, name: str, role: str, stage: str | None, *where: Any) -> None:
+    def add_node(self, name: str, role: NodeRole, stage: str | None, *where: Any) -> None:
         if name in self.nodes:
             raise self.error(f"node name {name!r} is used twice", *where)
         self.nodes[name] = NodeInfo(name, role, stage)
@@ -199,7 +213,7 @@ class _Resolver:
                 src = src.model_copy(update={"path": str(self.loaded.path.parent / src.path)})
             stage = Stage(src.name, "source", src.name, output=src.stream, schema=schema, source=src)
             self.add_stage(stage, "sources", i, "name")
-            self.add_node(src.name, "source", src.name, "sources", i, "name")
+            self.add_node(src.name, NodeRole.SOURCE, src.name, "sources", i, "name")
             self.add_stream(src.stream, src.name, schema, plan.Kind.STREAM, "sources", i, "stream")
         parsed = self._parse_stages()
         self._compile_stages(parsed)
@@ -212,9 +226,9 @@ class _Resolver:
                     "input",
                 )
             self.add_stage(Stage(sink.name, "sink", sink.name, sink=sink), "sinks", i, "name")
-            self.add_node(sink.name, "sink", sink.name, "sinks", i, "name")
+            self.add_node(sink.name, NodeRole.SINK, sink.name, "sinks", i, "name")
         for i, spare in enumerate(cfg.spares):
-            self.add_node(spare, "spare", None, "spares", i)
+            self.add_node(spare, NodeRole.SPARE, None, "spares", i)
         edges = self._edges()
         for name in cfg.endpoints:
             if name not in self.nodes:
@@ -321,9 +335,9 @@ class _Resolver:
             config=st,
         )
         self.add_stage(stage, "stages", i, "name")
-        self.add_node(st.node, "primary", st.name, "stages", i, "node")
+        self.add_node(st.node, NodeRole.PRIMARY, st.name, "stages", i, "node")
         if stage.secondary:
-            self.add_node(stage.secondary, "secondary", st.name, "stages", i, "ha", "secondary")
+            self.add_node(stage.secondary, NodeRole.SECONDARY, st.name, "stages", i, "ha", "secondary")
         self.add_stream(output, st.name, root.schema, root.kind, "stages", i, "query")
         del outputs[output]
 
