@@ -186,6 +186,12 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--faults", type=int, default=3, help="fault episodes per run (default 3)")
     simulate.add_argument("--duration", type=float, default=2.0, help="virtual seconds of input (default 2)")
     simulate.add_argument("--keep", type=Path, metavar="DIR", help="with --seed: keep the run's files in DIR")
+    simulate.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes running seeds (default: one per CPU)",
+    )
 
     demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
@@ -345,7 +351,9 @@ def _simulate(args: argparse.Namespace) -> int:
         return 0 if outcome.ok else 1
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(f"simulate {args.config}: seeds {seeds.start}-{seeds.stop - 1}, {args.faults} faults per run")
-    result = run_campaign(topology, seeds, args.faults, args.duration, progress=print)
+    result = run_campaign(
+        args.config, seeds, args.faults, args.duration, progress=print, workers=args.workers
+    )
     print(
         f"{result.runs} runs, {len(result.failures)} failed, {result.wall_s:.1f} s "
         f"({result.runs_per_s:.1f} runs/s, {result.virtual_s:.0f} virtual s, "

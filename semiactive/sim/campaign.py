@@ -10,17 +10,21 @@ keeps the run's directory for inspection.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
+import multiprocessing
 import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from semiactive.config import load
 from semiactive.sim.cluster import Outcome, simulate
 from semiactive.sim.faults import random_schedule
-from semiactive.topology import Topology
+from semiactive.topology import Topology, resolve
 
 HASH_SEED = "0"
 
@@ -46,16 +50,48 @@ def run_seed(
 
 
 def run_campaign(
-    topology: Topology,
+    config: str | Path,
     seeds: range,
     faults: int,
     duration_s: float,
     progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> CampaignResult:
+    """Every seed of ``seeds`` on the topology of ``config``; with
+    ``workers`` > 1, in that many processes (spawned, so a seed runs there
+    exactly as here, with this process's ``PYTHONHASHSEED``)."""
     result = CampaignResult()
     started = time.monotonic()
-    for i, seed in enumerate(seeds, start=1):
-        outcome = run_seed(topology, seed, faults, duration_s)
+    jobs = [(str(config), seed, faults, duration_s) for seed in seeds]
+    if workers > 1:
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            outcomes = pool.map(_run_job, jobs, chunksize=4)
+            _collect(result, outcomes, len(jobs), started, progress)
+    else:
+        _collect(result, map(_run_job, jobs), len(jobs), started, progress)
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+@functools.cache
+def _topology(config: str) -> Topology:
+    return resolve(load(config))
+
+
+def _run_job(job: tuple[str, int, int, float]) -> Outcome:
+    config, seed, faults, duration_s = job
+    return run_seed(_topology(config), seed, faults, duration_s)
+
+
+def _collect(
+    result: CampaignResult,
+    outcomes: Iterable[Outcome],
+    total: int,
+    started: float,
+    progress: Callable[[str], None] | None,
+) -> None:
+    for i, outcome in enumerate(outcomes, start=1):
         result.runs += 1
         result.virtual_s += outcome.virtual_s
         result.delivered += outcome.delivered
@@ -63,14 +99,12 @@ def run_campaign(
             result.failures.append(outcome)
             if progress is not None:
                 progress(outcome.summary())
-        if progress is not None and (i % 50 == 0 or i == len(seeds)):
+        if progress is not None and (i % 50 == 0 or i == total):
             elapsed = time.monotonic() - started
             progress(
-                f"[{i}/{len(seeds)}] {len(result.failures)} failed, {i / elapsed:.1f} runs/s, "
-                f"about {(len(seeds) - i) * elapsed / i:.0f} s left"
+                f"[{i}/{total}] {len(result.failures)} failed, {i / elapsed:.1f} runs/s, "
+                f"about {(total - i) * elapsed / i:.0f} s left"
             )
-    result.wall_s = time.monotonic() - started
-    return result
 
 
 def replay_command(config: str, seed: int, faults: int, duration_s: float) -> str:

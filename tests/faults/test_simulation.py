@@ -8,7 +8,7 @@ Each run must deliver exactly the reference output, without a hang, an
 error exit, an exception in a gRPC handler, or a loss event.
 
 ``SEMIACTIVE_SIM_SEEDS`` sets how many seeds the campaign runs (default
-120, about 45 s on a 2-core VM); ``semiactive simulate --seeds 5000`` runs
+240 in two processes, about 50 s on a 2-core VM); ``semiactive simulate --seeds 5000`` runs
 a long one. A failure prints the command that replays it exactly.
 """
 
@@ -30,7 +30,8 @@ from semiactive.sim.faults import Fault, FaultKind
 from semiactive.topology import Topology, resolve
 
 CONFIG = "examples/sim-chain.yaml"
-SEEDS = int(os.environ.get("SEMIACTIVE_SIM_SEEDS", "120"))
+SEEDS = int(os.environ.get("SEMIACTIVE_SIM_SEEDS", "240"))
+WORKERS = 2  # the CI machine's cores; nothing else runs meanwhile
 FAULTS = 3
 DURATION_S = 2.0
 
@@ -41,7 +42,9 @@ def topology() -> Topology:
 
 
 def test_seeded_fault_schedules_deliver_exactly_the_reference(topology: Topology) -> None:
-    result = run_campaign(topology, range(SEEDS), FAULTS, DURATION_S)
+    result = run_campaign(
+        Path(__file__).parents[2] / CONFIG, range(SEEDS), FAULTS, DURATION_S, workers=WORKERS
+    )
     print(
         f"{result.runs} schedules in {result.wall_s:.1f} s ({result.runs_per_s:.1f}/s), "
         f"{result.virtual_s:.0f} virtual s, {result.delivered:,} rows delivered"
