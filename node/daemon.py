@@ -96,7 +96,7 @@ class NodeDaemon:
             )
         self.topology = topology
         self.name = name
-        self._role = NodeRole.SPARE if spare else topology.nodes[name].role
+        role = NodeRole.SPARE if spare else topology.nodes[name].role
         self.addresses = dict(addresses)
         self.listen = self.addresses[name]
         self.metrics_port = metrics_port
@@ -114,19 +114,17 @@ class NodeDaemon:
         self.events = EventLog(name, run_dir)
         stage = None if spare else topology.stage_of(name)
         self.stage: Stage | None = stage
-        self.metrics = NodeMetrics(name, stage.name if stage else "", self._role)
+        self.metrics = NodeMetrics(name, stage.name if stage else "", role)
         self.sessions: dict[str, InboundEdgeSession] = {}
-        self.source: SourceRole | None = None
-        self.source_outbound: Outbound | None = None
-        self.sink: SinkRole | None = None
-        self.replica: ReplicaRole | None = None
+        # What this node serves; its class is its role (None: a spare).
+        self.serving: SourceRole | SinkRole | ReplicaRole | None = None
         self.link: CoordinatorLink | None = None
-        if self._role is NodeRole.SOURCE:
+        if role is NodeRole.SOURCE:
             assert stage is not None and stage.source is not None and stage.schema is not None
             out = OutputLog(topology.config.queue_rows)
             for edge_id, size in consumer_batch_sizes(topology, stage).items():
                 out.add_edge(edge_id, size)
-            self.source_outbound = Outbound(
+            outbound = Outbound(
                 name,
                 stage,
                 topology,
@@ -139,17 +137,18 @@ class NodeDaemon:
                 network=self.network,
                 events=self.events,
             )
-            self.source = SourceRole(name, stage.source, stage.schema, out, self.source_outbound, run_dir)
-        elif self._role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
+            self.serving = SourceRole(name, stage.source, stage.schema, out, outbound, run_dir)
+        elif role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
             assert stage is not None
-            self._become_replica(stage, Mode.PRIMARY if self._role is NodeRole.PRIMARY else Mode.SECONDARY)
-        elif self._role is NodeRole.SINK:
+            self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)
+        elif role is NodeRole.SINK:
             assert stage is not None
             e = stage.inputs[0]
-            self.sink = SinkRole(
+            sink = SinkRole(
                 name, EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)), self.metrics, run_dir
             )
-            self._open_inputs(stage, self.sink)
+            self.serving = sink
+            self._open_inputs(stage, sink)
 
     # -- roles -------------------------------------------------------------------------------
 
@@ -157,7 +156,27 @@ class NodeDaemon:
     def role(self) -> str:
         """source, sink, spare, or what its replica is now: primary,
         secondary or fenced (a secondary that took over is a primary)."""
-        return self.replica.mode.value if self.replica is not None else self._role.value
+        match self.serving:
+            case SourceRole():
+                return NodeRole.SOURCE.value
+            case SinkRole():
+                return NodeRole.SINK.value
+            case ReplicaRole(mode=mode):
+                return mode.value
+            case None:
+                return NodeRole.SPARE.value
+
+    @property
+    def source(self) -> SourceRole | None:
+        return self.serving if isinstance(self.serving, SourceRole) else None
+
+    @property
+    def sink(self) -> SinkRole | None:
+        return self.serving if isinstance(self.serving, SinkRole) else None
+
+    @property
+    def replica(self) -> ReplicaRole | None:
+        return self.serving if isinstance(self.serving, ReplicaRole) else None
 
     def _open_inputs(self, stage: Stage, receiver: Receiver) -> None:
         self.sessions = {
@@ -178,7 +197,7 @@ class NodeDaemon:
             assigned=assigned,
             witness=self.coordinator_hears,
         )
-        self.replica = role
+        self.serving = role
         self.stage = stage
         self._open_inputs(stage, role)
         role.sessions = self.sessions
@@ -203,8 +222,8 @@ class NodeDaemon:
             return False
         for session in self.sessions.values():
             session.fence_stale()
-        if self.source_outbound is not None:
-            self.source_outbound.reconcile()
+        if self.source is not None:
+            self.source.outbound.reconcile()
         if self.replica is not None:
             self.replica.on_view_change()
             if self.replica.mode is Mode.FENCED:
@@ -221,10 +240,9 @@ class NodeDaemon:
         for session in self.sessions.values():
             for stream in list(session.streams):
                 stream.close(grpc.StatusCode.UNAVAILABLE, f"{self.name} no longer serves this edge")
-        self.replica = None
+        self.serving = None
         self.sessions = {}
         self.stage = None
-        self._role = NodeRole.SPARE
 
     # -- data plane ---------------------------------------------------------------------------
 
@@ -338,7 +356,11 @@ class NodeDaemon:
         return st
 
     def _outbound(self) -> Outbound | None:
-        return self.source_outbound or (self.replica.outbound if self.replica else None)
+        match self.serving:
+            case SourceRole(outbound=outbound) | ReplicaRole(outbound=outbound):
+                return outbound
+            case _:
+                return None
 
     def apply_batch_sizes(self, sizes: Mapping[str, int]) -> None:
         """A-SAS: the coordinator's B for output edges of this node."""
@@ -361,8 +383,8 @@ class NodeDaemon:
     def finished(self) -> bool:
         if self.sink is not None:
             return self.sink.finished
-        if self.source_outbound is not None:
-            return self.source_outbound.done
+        if self.source is not None:
+            return self.source.outbound.done
         if self.replica is not None and self.replica.mode is Mode.PRIMARY:
             return self.replica.outbound.done
         return False
@@ -408,8 +430,7 @@ class NodeDaemon:
         log.info("%s (%s) listening on %s", self.name, self.role, self.listen)
         tasks = [asyncio.create_task(self._watch(), name="watch")]
         if self.source is not None:
-            assert self.source_outbound is not None
-            self.source_outbound.reconcile()
+            self.source.outbound.reconcile()
             tasks.append(asyncio.create_task(self.source.run(), name="source"))
         if self.sink is not None:
             tasks.append(asyncio.create_task(self._sink_acks(), name="acks"))
@@ -434,8 +455,8 @@ class NodeDaemon:
         finally:
             if self.replica is not None:
                 self.replica.stop()
-            if self.source_outbound is not None:
-                self.source_outbound.stop()
+            if self.source is not None:
+                self.source.outbound.stop()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -453,10 +474,8 @@ class NodeDaemon:
     async def _until_exit(self, tasks: list[asyncio.Task[None]]) -> int:
         exit_waiter = asyncio.create_task(self.exit.wait())
         while not exit_waiter.done():
-            failures = [
-                o.failures for o in (self.source_outbound, self.replica and self.replica.outbound) if o
-            ]
-            getters = [asyncio.create_task(q.get()) for q in failures]
+            outbound = self._outbound()
+            getters = [asyncio.create_task(outbound.failures.get())] if outbound is not None else []
             done, _ = await asyncio.wait([exit_waiter, *tasks, *getters], return_when=asyncio.FIRST_COMPLETED)
             for getter in getters:
                 if getter in done:
