@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from typing import Protocol
 
 import grpc
@@ -84,16 +85,21 @@ class GrpcNetwork:
             return 0
 
     async def reachable(self, address: str) -> bool:
-        """A refusal (or an unknown host) means no process listens there; a
-        time-out is taken for open: a frozen process's kernel still
-        accepts, a slow network must not make a live node look dead."""
+        """Only a refused connection (or an address that cannot be one)
+        means no process listens there. Anything else is taken for alive: a
+        time-out (a frozen process's kernel still accepts; a slow network),
+        and "no route to host" or "network unreachable" (a partition, or a
+        peer whose ARP entry expired behind one), which say nothing of the
+        process and must not make a live node look dead."""
         host, _, port = address.rpartition(":")
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), PROBE_TIMEOUT_S)
         except TimeoutError:
             return True
-        except (OSError, ValueError):
+        except (ConnectionRefusedError, ValueError, socket.gaierror):
             return False
+        except OSError:
+            return True
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
