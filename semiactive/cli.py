@@ -347,7 +347,7 @@ def _simulate(args: argparse.Namespace) -> int:
         outcome = run_seed(topology, args.seed, args.faults, args.duration, args.keep)
         print(outcome.summary())
         for check in outcome.checks:
-            print(f"  sink {check.describe()}")
+            print(f"  {check.describe()}")
         return 0 if outcome.ok else 1
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(f"simulate {args.config}: seeds {seeds.start}-{seeds.stop - 1}, {args.faults} faults per run")

@@ -70,7 +70,7 @@ class Outcome:
         lines += [f"  problem: {p}" for p in self.problems]
         for check in self.checks:
             if not check.ok:
-                lines.append(f"  sink {check.describe()}")
+                lines.append(f"  {check.describe()}")
         return "\n".join(lines)
 
 
