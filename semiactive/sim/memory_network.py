@@ -328,7 +328,7 @@ class MemoryChannel:
         self.address = address
         self.calls: dict[_Call, None] = {}
 
-    def unary_unary(
+    def _unary_request(
         self,
         method: str,
         request_serializer: Serializer = None,
@@ -337,16 +337,7 @@ class MemoryChannel:
     ) -> _UnaryRequest:
         return _UnaryRequest(self, method, request_serializer, response_deserializer)
 
-    def unary_stream(
-        self,
-        method: str,
-        request_serializer: Serializer = None,
-        response_deserializer: Serializer = None,
-        **_: Any,
-    ) -> _UnaryRequest:
-        return _UnaryRequest(self, method, request_serializer, response_deserializer)
-
-    def stream_unary(
+    def _streaming_request(
         self,
         method: str,
         request_serializer: Serializer = None,
@@ -355,14 +346,10 @@ class MemoryChannel:
     ) -> _RequestStreaming:
         return _RequestStreaming(self, method, request_serializer, response_deserializer)
 
-    def stream_stream(
-        self,
-        method: str,
-        request_serializer: Serializer = None,
-        response_deserializer: Serializer = None,
-        **_: Any,
-    ) -> _RequestStreaming:
-        return _RequestStreaming(self, method, request_serializer, response_deserializer)
+    # What generated stubs call; a response stream is read the same way
+    # whatever the request side is.
+    unary_unary = unary_stream = _unary_request
+    stream_unary = stream_stream = _streaming_request
 
     async def close(self, grace: float | None = None) -> None:
         for call in list(self.calls):

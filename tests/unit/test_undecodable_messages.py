@@ -51,16 +51,22 @@ def test_real_grpc() -> None:
     assert asyncio.run(main()) == (grpc.StatusCode.INVALID_ARGUMENT, "undecodable frame")
 
 
+async def in_memory_server(loop: VirtualLoop, seed: int) -> Fabric:
+    """A fabric where process b serves the data plane at b:1, refusing every edge."""
+    fabric = Fabric(loop, random.Random(seed))
+    network = fabric.network("b", "b#1")
+    server = network.server()
+    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(refuse), server)
+    network.listen(server, "b:1")
+    await server.start()
+    return fabric
+
+
 def test_in_memory_grpc_behaves_alike() -> None:
     loop = VirtualLoop()
 
     async def main() -> tuple[grpc.StatusCode, str]:
-        fabric = Fabric(loop, random.Random(1))
-        network = fabric.network("b", "b#1")
-        server = network.server()
-        pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(refuse), server)
-        network.listen(server, "b:1")
-        await server.start()
+        fabric = await in_memory_server(loop, 1)
         result = await push_garbage(fabric.network("a", "a#1").channel("b:1", "b"))
         assert not fabric.handler_errors
         return result
@@ -76,12 +82,7 @@ def test_decodable_bytes_still_reach_the_acceptor() -> None:
     loop = VirtualLoop()
 
     async def main() -> grpc.StatusCode:
-        fabric = Fabric(loop, random.Random(2))
-        network = fabric.network("b", "b#1")
-        server = network.server()
-        pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(refuse), server)
-        network.listen(server, "b:1")
-        await server.start()
+        fabric = await in_memory_server(loop, 2)
         call = fabric.network("a", "a#1").channel("b:1", "b").stream_stream(PUSH)()
         await call.write(pb.Frame(hello=pb.Hello(edge="x->y")).SerializeToString())
         with pytest.raises(grpc.aio.AioRpcError) as refused:
