@@ -118,17 +118,15 @@ async def run_service(
         raise ConfigError(f"--listen {listen}: cannot listen there (is the port in use?)")
     await server.start()
     coordinator.events.emit("coordinator_started", listen=listen, reprotect=coordinator.reprotect)
-    tasks = [asyncio.create_task(control_loop(coordinator, network)), asyncio.ensure_future(until)]
-    if coordinator.tuning.edges:
-        tasks.append(asyncio.create_task(tuning_loop(coordinator)))
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        async with asyncio.TaskGroup() as group:
+            loops = [group.create_task(control_loop(coordinator, network))]
+            if coordinator.tuning.edges:
+                loops.append(group.create_task(tuning_loop(coordinator)))
+            await until
+            for task in loops:
+                task.cancel()
     finally:
-        for task in tasks:
-            task.cancel()
         await server.stop(0.5)
 
 

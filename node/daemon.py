@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -428,14 +428,8 @@ class NodeDaemon:
                     f"cannot serve metrics on port {self.metrics_port}: {exc.strerror}"
                 ) from None
         log.info("%s (%s) listening on %s", self.name, self.role, self.listen)
-        tasks = [asyncio.create_task(self._watch(), name="watch")]
-        if self.source is not None:
-            self.source.outbound.reconcile()
-            tasks.append(asyncio.create_task(self.source.run(), name="source"))
-        if self.sink is not None:
-            tasks.append(asyncio.create_task(self._sink_acks(), name="acks"))
         if self.coordinator:
-            link = self.link = CoordinatorLink(
+            self.link = CoordinatorLink(
                 self.coordinator,
                 self.listen,
                 self.status,
@@ -444,24 +438,28 @@ class NodeDaemon:
                 self.apply_batch_sizes,
                 self.network,
             )
-            tasks.append(asyncio.create_task(link.run(), name="coordinator"))
-        if self.replica is not None:
-            self.replica.start()
-        if self.start_now:
-            self.start(clock.wall())
         code = 0
         try:
-            code = await self._until_exit(tasks)
+            # Structured: the node's loops live in one task group; one that
+            # fails ends the node (exit 1), and leaving ends them all.
+            async with asyncio.TaskGroup() as group:
+                loops = [group.create_task(loop, name=name) for name, loop in self._loops()]
+                if self.replica is not None:
+                    self.replica.start()
+                if self.start_now:
+                    self.start(clock.wall())
+                code = await self._until_exit()
+                for task in loops:
+                    task.cancel()
+        except* Exception as failed:
+            for error in failed.exceptions:
+                log.error("%s: %s", self.name, error)
+            code = 1
         finally:
             if self.replica is not None:
                 self.replica.stop()
             if self.source is not None:
                 self.source.outbound.stop()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
             if self.sink is not None:
                 self.sink.close()
             self._write_summary()
@@ -471,26 +469,37 @@ class NodeDaemon:
             code = 1
         return code
 
-    async def _until_exit(self, tasks: list[asyncio.Task[None]]) -> int:
-        exit_waiter = asyncio.create_task(self.exit.wait())
-        while not exit_waiter.done():
-            outbound = self._outbound()
-            getters = [asyncio.create_task(outbound.failures.get())] if outbound is not None else []
-            done, _ = await asyncio.wait([exit_waiter, *tasks, *getters], return_when=asyncio.FIRST_COMPLETED)
-            for getter in getters:
-                if getter in done:
+    def _loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        """What runs for as long as the node does, by role."""
+        loops: list[tuple[str, Coroutine[Any, Any, None]]] = [("watch", self._watch())]
+        if self.source is not None:
+            self.source.outbound.reconcile()
+            loops.append(("source", self.source.run()))
+        if self.sink is not None:
+            loops.append(("acks", self._sink_acks()))
+        if self.link is not None:
+            loops.append(("coordinator", self.link.run()))
+        return loops
+
+    async def _until_exit(self) -> int:
+        """0 when asked to exit; 1 when a peer was never reached (the
+        sender's :class:`~node.transport.PeerUnreachable`)."""
+        exit_waiter = asyncio.ensure_future(self.exit.wait())
+        try:
+            while not exit_waiter.done():
+                outbound = self._outbound()
+                getter = asyncio.ensure_future(outbound.failures.get()) if outbound is not None else None
+                waits = [exit_waiter] if getter is None else [exit_waiter, getter]
+                # Re-checked every second: the outbound changes with the role.
+                await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                if getter is not None and getter.done():
                     log.error("%s: %s", self.name, getter.result())
                     return 1
-                getter.cancel()
-            for task in done:
-                if task is exit_waiter or task in getters:
-                    continue
-                tasks.remove(task)  # type: ignore[arg-type]
-                error = task.exception()
-                if error is not None:
-                    log.error("%s: %s", self.name, error)
-                    return 1
-        return 0
+                if getter is not None:
+                    getter.cancel()
+            return 0
+        finally:
+            exit_waiter.cancel()
 
     async def _watch(self) -> None:
         """Report finishing once; exit when asked to once drained."""
