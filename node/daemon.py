@@ -167,6 +167,12 @@ class NodeDaemon:
                 return NodeRole.SPARE.value
 
     @property
+    def sends_nothing(self) -> bool:
+        """A spare or a secondary: no consumer waits for it, so it may exit
+        without draining."""
+        return self.serving is None or (self.replica is not None and self.replica.mode is Mode.SECONDARY)
+
+    @property
     def source(self) -> SourceRole | None:
         return self.serving if isinstance(self.serving, SourceRole) else None
 
@@ -228,7 +234,7 @@ class NodeDaemon:
             self.replica.on_view_change()
             if self.replica.mode is Mode.FENCED:
                 self._become_spare()
-        if self.replica is None and self.role == NodeRole.SPARE and view.secondary == self.name:
+        if self.serving is None and view.secondary == self.name:
             stage = self.topology.stages[view.stage]
             self.events.emit("assigned", stage=stage.name, role="secondary", version=view.version)
             self._become_replica(stage, Mode.SECONDARY, assigned=True).start()
@@ -405,7 +411,7 @@ class NodeDaemon:
             # acknowledges the end (it may be gone).
             self.drain_then_exit = True
             self.drain_deadline = clock.monotonic() + DRAIN_LIMIT_S
-            if self.role in (NodeRole.SPARE, NodeRole.SECONDARY) or (self.finished and self.sink is None):
+            if self.sends_nothing or (self.finished and self.sink is None):
                 self.exit.set()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -521,9 +527,7 @@ class NodeDaemon:
                 log.info("%s finished: end of stream delivered", self.name)
                 self._write_summary()
             drained = finished_at is not None and now - finished_at >= linger
-            if self.drain_then_exit and (
-                drained or self.role in (NodeRole.SPARE, NodeRole.SECONDARY) or now > self.drain_deadline
-            ):
+            if self.drain_then_exit and (drained or self.sends_nothing or now > self.drain_deadline):
                 self.exit.set()
 
     def _sample_bytes(self) -> None:

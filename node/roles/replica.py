@@ -63,7 +63,8 @@ class ReplicaRole:
     ) -> None:
         """``assigned``: made a secondary by the coordinator in a running
         cluster (not from the configuration at startup), so an unreachable
-        primary is dead, not still starting."""
+        primary is not still starting: dead, unless ``witness`` (whether the
+        coordinator hears from a node; None: no answer) says it lives."""
         cfg = topology.config
         self.assigned = assigned
         self.witness = witness

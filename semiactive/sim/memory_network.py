@@ -82,7 +82,7 @@ class _Pipe:
         now = loop.time()
         at = max(self.last_at + 1e-7, now + fabric.latency(self.source, self.target))
         self.last_at = at
-        if item is not _END and not isinstance(item, _Status):
+        if _is_message(item):
             self.unread += 1
         loop.call_as(None, at - now, lambda: self._arrive(item))
 
@@ -110,7 +110,7 @@ class _Pipe:
             self.readers.append(waiter)
             await waiter
         item = self.inbox.popleft()
-        if item is not _END and not isinstance(item, _Status):
+        if _is_message(item):
             self.unread -= 1
             _wake(self.writers)
         return item
@@ -128,6 +128,12 @@ class _Pipe:
     def wake_all(self) -> None:
         _wake(self.readers)
         _wake(self.writers)
+
+
+def _is_message(item: object) -> bool:
+    """A message, as opposed to a half-close or a final status (which flow
+    control does not count)."""
+    return item is not _END and not isinstance(item, _Status)
 
 
 def _wake(waiters: list[asyncio.Future[None]]) -> None:
@@ -617,7 +623,7 @@ class Fabric:
             return
         server.accept(call)
 
-    async def reachable(self, source: str, address: str) -> bool:
+    async def reachable(self, address: str) -> bool:
         await asyncio.sleep(CONNECT_S)
         server = self.servers.get(address)
         # A probe across a cut link times out, which a prober takes for open.
@@ -647,4 +653,4 @@ class MemoryNetwork:
         return self.fabric.bind(server, address)
 
     async def reachable(self, address: str) -> bool:
-        return await self.fabric.reachable(self._name, address)
+        return await self.fabric.reachable(address)

@@ -41,22 +41,30 @@ def protected_chain(
     batch: int = 100,
     second_source: bool = False,
     spares: Sequence[str] = ("spare-1", "spare-2"),
+    *,
+    modes: Sequence[tuple[str, int]] | None = None,
+    rate: int = 1000,
+    second_rate: int = 300,
+    **cluster: Any,
 ) -> Path:
     """source -> node-1 -> node-2 -> node-3 -> sink, stage i protected by
-    ``sec-i``; standing spares for re-protection (two by default)."""
-    cfg: dict[str, Any] = chain_config(queries, name=f"faults-{mode}")
+    ``sec-i`` (all in ``mode`` with ``batch``, or ``modes[i - 1]``);
+    standing spares for re-protection (two by default); ``cluster``:
+    top-level settings (timers)."""
+    cfg: dict[str, Any] = chain_config(queries, rate=rate, name=f"faults-{mode}", **cluster)
     if second_source:
         cfg["sources"].append(
             {
                 "name": "node-t",
                 "stream": "t0",
                 "schema": {"id": "integer", "val": "integer"},
-                "rate": [{"at_s": 0, "tuples_per_s": 300}],
+                "rate": [{"at_s": 0, "tuples_per_s": second_rate}],
                 "seed": 5,
             }
         )
     for i, stage in enumerate(cfg["stages"], start=1):
-        stage["ha"] = {"mode": mode, "batch_size": batch, "secondary": f"sec-{i}"}
+        stage_mode, stage_batch = modes[i - 1] if modes else (mode, batch)
+        stage["ha"] = {"mode": stage_mode, "batch_size": stage_batch, "secondary": f"sec-{i}"}
     cfg["spares"] = list(spares)
     return write_config(tmp / f"chain-{mode}.yaml", cfg)
 

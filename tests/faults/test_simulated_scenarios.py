@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from semiactive import config
 from semiactive.sim.cluster import Outcome, simulate
 from semiactive.sim.faults import Fault, FaultKind
 from semiactive.topology import Topology, resolve
-from tests.processes import chain_config
+from tests.faults.harness import protected_chain
 
 SELECTION = [
     "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 100",
@@ -77,22 +75,18 @@ SCENARIOS: dict[str, list[Fault]] = {
 
 
 def chain(tmp: Path, queries: list[str], modes: list[tuple[str, int]], join: bool) -> Topology:
-    cfg: dict[str, Any] = chain_config(queries, rate=100, heartbeat_ms=50, ack_interval_ms=50)
-    if join:
-        cfg["sources"].append(
-            {
-                "name": "node-t",
-                "stream": "t0",
-                "schema": {"id": "integer", "val": "integer"},
-                "rate": [{"at_s": 0, "tuples_per_s": 50}],
-                "seed": 5,
-            }
-        )
-    for i, (mode, size) in enumerate(modes):
-        cfg["stages"][i]["ha"] = {"mode": mode, "batch_size": size, "secondary": f"sec-{i + 1}"}
-    cfg["spares"] = ["spare-1", "spare-2"]
-    path = tmp / "chain.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    """The failure-injection suite's chain, slowed and with short timers:
+    100 rows/s, heartbeats and acknowledgements every 50 ms."""
+    path = protected_chain(
+        tmp,
+        queries,
+        second_source=join,
+        modes=modes,
+        rate=100,
+        second_rate=50,
+        heartbeat_ms=50,
+        ack_interval_ms=50,
+    )
     return resolve(config.load(path))
 
 
