@@ -115,6 +115,10 @@ class NodeDaemon:
         stage = None if spare else topology.stage_of(name)
         self.stage: Stage | None = stage
         self.metrics = NodeMetrics(name, stage.name if stage else "", role)
+        # One snapshot (status()) feeds the coordinator, the telemetry
+        # samples and the Prometheus scrape; events feed the histograms.
+        self.metrics.follow(self.status)
+        self.events.observers.append(self.metrics.observe_event)
         self.sessions: dict[str, InboundEdgeSession] = {}
         # What this node serves; its class is its role (None: a spare).
         self.serving: SourceRole | SinkRole | ReplicaRole | None = None

