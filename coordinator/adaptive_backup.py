@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 from ha.algorithm3 import Algorithm3Tuner
 from ha.cost_model import Costs, Measurements
 from ha.model_tuner import ModelTuner
 from ha.tuning import BatchSizeTuner, Decision, Priority
+from node import clock
 from node.events import EventLog
 from semiactive.config import HaConfig
 from semiactive.topology import Edge, Topology
@@ -171,6 +173,7 @@ class EdgeTuning:
         self.measurements = m
         decision = self.tuner.next(m)
         self.decision = decision
+        self.events.append("tuning", [self._sample(decision, m)])
         if decision.changed:
             self.changes += 1
             self.events.emit(
@@ -195,6 +198,25 @@ class EdgeTuning:
                 costs_from="secondary" if m.secondary is not None else "primary",
             )
         return decision
+
+    def _sample(self, decision: Decision, m: Measurements) -> dict[str, Any]:
+        """One tuner step for the report job (docs/telemetry.md)."""
+        assert self.ha.bw_max is not None and self.ha.recovery_max_ms is not None
+        return {
+            "t": clock.wall(),
+            "edge": self.edge.id,
+            "stage": self.edge.consumer,
+            "tuner": self.ha.tuner,
+            "batch_size": decision.batch_size,
+            "previous": decision.previous_batch_size,
+            "bw_estimate_bytes_per_s": decision.bandwidth_bytes_per_s,
+            "recovery_estimate_s": decision.recovery_s,
+            "bw_max_bytes_per_s": self.ha.bw_max,
+            "recovery_max_s": self.ha.recovery_max_ms / 1000,
+            "input_rate_per_s": m.input_rate_per_s,
+            "backup_bytes_per_s": self.backup_bytes_per_s,
+            "branch": decision.branch.value,
+        }
 
     def state(self) -> cdpb.EdgeTuning:
         assert self.ha.bw_max is not None and self.ha.recovery_max_ms is not None

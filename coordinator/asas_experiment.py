@@ -38,8 +38,10 @@ import yaml
 from coordinator.experiments import _trial
 from coordinator.faults import Fault, FaultKind
 from coordinator.launcher import run_cluster
+from coordinator.manifest import Campaign
 from coordinator.report import RunReport
 from coordinator.verify import check_run
+from node.telemetry import read_jsonl
 from semiactive import config, topology
 from semiactive.config import ConfigError
 
@@ -185,19 +187,13 @@ def parse_times(text: str) -> list[float]:
 
 
 def read_samples(path: Path, t0: float, edge: str) -> list[Sample]:
-    """The producer's byte samples for ``edge``'s backup channel."""
-    out: list[Sample] = []
-    if not path.exists():
-        return out
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # torn by a kill
-        backup = sum(n for e, c, n in record["bytes"] if e == edge and c == "backup")
-        size = record.get("batch_sizes", {}).get(edge)
-        out.append(Sample(float(record["t"]) - t0, float(backup), None if size is None else int(size)))
-    return out
+    """The producer's samples of ``edge``'s backup channel, from its
+    ``edges-<node>.jsonl`` (docs/telemetry.md)."""
+    return [
+        Sample(float(r["t"]) - t0, float(r["backup_bytes"]), int(r["batch_size"]) or None)
+        for r in read_jsonl(path)
+        if r.get("edge") == edge and r.get("direction") == "out"
+    ]
 
 
 def cumulative_at(samples: list[Sample], t: float) -> float:
@@ -293,7 +289,9 @@ def run_asas_experiment(
     duration: float,
     step_at: float | None,
     out_dir: Path,
+    tags: dict[str, str] | None = None,
 ) -> int:
+    """``tags``: labels for the report job, in every run's manifest."""
     scenario = load_scenario(scenario_name, step_at)
     plan = settings(modes, tuner)
     if repeat < 1 or duration <= 0:
@@ -302,6 +300,9 @@ def run_asas_experiment(
     runs = [(s, r, k) for s in plan for r in range(repeat) for k in [None, *kill_times]]
     weights = [(duration if k is None else k + TAIL_S) + RUN_OVERHEAD_S for _, _, k in runs]
     results = Results()
+    params = {"modes": modes, "tuner": tuner, "kill_times": kill_times, "repeat": repeat}
+    params |= {"duration": duration, "step_at_s": scenario.step_at_s}
+    campaign = Campaign(out_dir, "asas", params, {**(tags or {}), "scenario": scenario_name})
     started, done_weight = time.monotonic(), 0.0
     print(
         f"experiment asas, scenario {scenario_name}: step at {scenario.step_at_s:g} s, "
@@ -311,7 +312,7 @@ def run_asas_experiment(
     )
     try:
         for i, ((setting, r, kill), weight) in enumerate(zip(runs, weights, strict=True), start=1):
-            line = _run_one(scenario, setting, r, kill, duration, out_dir, results)
+            line = _run_one(scenario, setting, r, kill, duration, campaign, results)
             done_weight += weight
             eta = (time.monotonic() - started) / done_weight * (sum(weights) - done_weight)
             print(f"[{i}/{len(runs)}] {line}  (about {eta:.0f} s left)", file=sys.stderr)
@@ -334,9 +335,10 @@ def _run_one(
     r: int,
     kill: float | None,
     duration: float,
-    out_dir: Path,
+    campaign: Campaign,
     results: Results,
 ) -> str:
+    out_dir = campaign.directory
     name = setting.label.replace("/", "-").lower()
     cfg_path = out_dir / f"config-{name}.yaml"
     if not cfg_path.exists():
@@ -370,6 +372,9 @@ def _run_one(
         print(f"{what}: the cluster did not start; again", file=sys.stderr)
         shutil.rmtree(run_dir)
     trial = _trial(setting.mode, None, r, reports[0], check_run(topo, run_dir), code, edge.consumer)
+    limits = {"bw_max_bytes_per_s": scenario.bw_max, "recovery_max_s": scenario.recovery_max_ms / 1000}
+    run_params = {"mode": setting.mode, "tuner": setting.tuner or None, "repeat": r, "kill_at_s": kill}
+    campaign.add(run_dir, str(cfg_path), run_params | {"step_at_s": scenario.step_at_s} | limits)
     if not trial.identical:
         results.failed.append(f"{what}: exit {code}, sink not identical or coordinator error ({run_dir})")
     if kill is not None:
@@ -382,7 +387,7 @@ def _run_one(
         return f"{what}: recovery {rec}, identical {trial.identical}"
     producer = topo.stages[edge.producer].primary
     t0 = _t0(run_dir)
-    path = run_dir / "telemetry" / f"{producer}.bytes.jsonl"
+    path = run_dir / "telemetry" / f"edges-{producer}.jsonl"
     # After the duration the sources have stopped: the drain, not the setting.
     samples = [] if t0 is None else [s for s in read_samples(path, t0, edge.id) if s.t <= duration]
     initial = next((s.batch_size for s in samples if s.batch_size is not None), None)

@@ -21,7 +21,6 @@ duplicated and wrong rows, and the command fails if there is any.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from coordinator.faults import Fault, FaultKind
 from coordinator.launcher import run_cluster
+from coordinator.manifest import Campaign
 from coordinator.nemesis import write_plan
 from coordinator.report import RunReport
 from coordinator.verify import check_run
@@ -92,22 +92,17 @@ def run_chaos(
     out_dir: Path,
     both_replicas: bool = False,
     injector: str = "nemesis",
+    tags: dict[str, str] | None = None,
 ) -> int:
+    """``tags``: labels for the report job, in every run's manifest."""
     if injector not in INJECTORS:
         raise ConfigError(f"--injector {injector!r}: expected one of {', '.join(INJECTORS)}")
     topo = topology.resolve(config.load(config_path))
     rnd = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {
-        "command": "chaos",
-        "config": str(Path(config_path).resolve()),
-        "runs": runs,
-        "seed": seed,
-        "duration_s": duration,
-        "both_replicas": both_replicas,
-        "injector": injector,
-    }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    params = {"config": str(Path(config_path).resolve()), "runs": runs, "seed": seed, "duration_s": duration}
+    params |= {"both_replicas": both_replicas, "injector": injector}
+    campaign = Campaign(out_dir, "chaos", params, tags)
     lost = duplicated = wrong = failed = injected = crashed = 0
     recoveries: list[float] = []
     detections: list[float] = []
@@ -131,6 +126,8 @@ def run_chaos(
             failed += 1
             continue
         done += 1
+        faults_planned = [f.record() for f in faults]
+        campaign.add(run_dir, config_path, {"seed": seed, "run_index": i, "faults": faults_planned})
         run_lost = sum(len(c.missing) for c in checks)
         run_dup = sum(len(c.duplicated) for c in checks)
         run_wrong = sum(len(c.wrong) + c.out_of_order for c in checks)

@@ -35,6 +35,7 @@ import yaml
 
 from coordinator.faults import Fault, FaultKind
 from coordinator.launcher import run_cluster
+from coordinator.manifest import Campaign
 from coordinator.netlab import NetworkLab
 from coordinator.report import RunReport
 from coordinator.verify import check_run
@@ -102,7 +103,9 @@ def run_sweep(
     duration: float,
     out_dir: Path,
     network_loads: Sequence[float] = (0.0,),
+    tags: dict[str, str] | None = None,
 ) -> int:
+    """``tags``: labels for the report job, in every run's manifest."""
     base = yaml.safe_load(Path(config_path).read_text())
     node, _, at = kill.partition("@")
     if not at:
@@ -124,6 +127,8 @@ def run_sweep(
         if reason is not None:
             print(f"semiactive: --network-load: {reason}", file=sys.stderr)
             return 2
+    params = {"config": config_path, "modes": modes, "batch_sizes": batch_sizes, "repeat": repeat}
+    campaign = Campaign(out_dir, "sweep", params | {"kill": kill, "network_loads": list(network_loads)}, tags)
     trials: list[Trial] = []
     total = len(plan) * repeat * len(network_loads)
     started = time.monotonic()
@@ -135,8 +140,11 @@ def run_sweep(
                 level = Level(fault, duration, load, path, lab if load else None)
                 cfg_path, run_topo = configs[mode, batch]
                 label = f"{mode}{batch or ''}-{r}" + (f"-load{load / 1e6:g}MBps" if load else "")
-                trial = _run(level, (mode, batch, r), cfg_path, run_topo, out_dir / f"run-{label}")
+                run_dir = out_dir / f"run-{label}"
+                trial = _run(level, (mode, batch, r), cfg_path, run_topo, run_dir)
                 trials.append(trial)
+                setting = {"mode": mode, "batch_size": batch, "repeat": r, "network_load_bytes_per_s": load}
+                campaign.add(run_dir, str(cfg_path), setting | {"kill": node, "kill_at_s": float(at)})
                 done = len(trials)
                 eta = (time.monotonic() - started) / done * (total - done)
                 print(f"[{done}/{total}] {_describe(trial)}  (about {eta:.0f} s left)", file=sys.stderr)

@@ -75,6 +75,14 @@ class Fault:
             loop = asyncio.get_running_loop()
             loop.call_later(self.duration, _resume, p.popen.pid, p)
         p.events.append({"fault": self.kind.value, "at": self.injected_at, "duration": self.duration})
+        cluster.events.emit(
+            "fault_injected",
+            at=self.injected_at,
+            target=self.node,
+            kind=self.kind.value,
+            duration_s=self.duration,
+            injector="launcher",
+        )
 
 
 def _resume(pid: int, process: Any) -> None:

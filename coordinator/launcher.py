@@ -39,6 +39,7 @@ from typing import Protocol
 
 import grpc
 
+from coordinator import manifest
 from coordinator.certificates import identities, issue_cluster
 from coordinator.faults import Fault, parse_faults
 from coordinator.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
@@ -452,6 +453,9 @@ async def run_cluster(
     cluster = Cluster(config, run_dir, network)
     planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
     cluster.allocate()
+    if not (run_dir / manifest.MANIFEST).exists():  # a campaign describes its runs itself
+        params = {"duration_s": duration, "faults": [f.record() for f in planned], "reprotect": reprotect}
+        manifest.write_run(run_dir, "cluster", config, params)
     print(f"run directory: {run_dir}", file=sys.stderr)
     loop = asyncio.get_running_loop()
     interrupted = asyncio.Event()

@@ -32,6 +32,7 @@ from typing import Any
 
 from coordinator.faults import Fault, FaultKind, parse_fault_specs
 from coordinator.supervision import process_state
+from node.events import EventLog
 from semiactive.config import ConfigError
 
 LAUNCHER = "launcher"
@@ -86,6 +87,7 @@ class Nemesis:
         self.run_dir = run_dir
         self.plan = sorted(faults, key=lambda f: f.at)
         self.history = run_dir / "telemetry" / "nemesis.jsonl"
+        self.events = EventLog("nemesis", run_dir)
         self._resume: list[tuple[float, int, str]] = []  # (monotonic due, pid, node)
 
     def wait_for_start(self, timeout: float = START_TIMEOUT_S) -> float:
@@ -133,6 +135,14 @@ class Nemesis:
             self._write({**record, "t": at, "skipped": "not running"})
             return
         self._write({**record, "t": at, "duration": fault.duration})
+        self.events.emit(
+            "fault_injected",
+            at=at,
+            target=fault.node,
+            kind=fault.kind.value,
+            duration_s=fault.duration,
+            injector="nemesis",
+        )
         if fault.kind is FaultKind.STOP:
             heapq.heappush(self._resume, (time.monotonic() + fault.duration, pid, fault.node))
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.supervision import OBSERVE_INTERVAL_S
+from node.telemetry import read_jsonl
 from semiactive.topology import Topology
 
 
@@ -147,19 +148,6 @@ class RunReport:
         return "\n".join(lines)
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a JSON Lines file; a line torn by a kill mid-write
-    (the last one) is skipped."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(errors="replace").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            if line.strip():
-                records.append(json.loads(line))
-    return records
-
-
 def _json(path: Path) -> dict[str, Any] | None:
     """A JSON file's object, or None if it is missing or unreadable (a node
     killed before it ever wrote it)."""
@@ -181,7 +169,8 @@ def analyse(topology: Topology, run_dir: Path) -> RunReport:
         if stage.role == "sink" and latency is not None:
             report.sinks[stage.name] = latency
     events = sorted(
-        (e for path in telemetry.glob("events-*.jsonl") for e in _jsonl(path)), key=lambda e: float(e["t"])
+        (e for path in telemetry.glob("events-*.jsonl") for e in read_jsonl(path)),
+        key=lambda e: float(e["t"]),
     )
     report.coordinator_errors = [str(e.get("error", "")) for e in events if e["event"] == "coordinator_error"]
     report.losses_noticed = [e for e in events if e["event"] == "rows_lost"]
@@ -221,7 +210,7 @@ def fault_records(run_dir: Path) -> list[dict[str, Any]]:
     t0 = float((_json(run_dir / "cluster.json") or {}).get("t0_unix") or 0.0)
     nemesis = [
         r
-        for r in _jsonl(telemetry / "nemesis.jsonl")
+        for r in read_jsonl(telemetry / "nemesis.jsonl")
         if r.get("kind") in ("kill", "stop") and "skipped" not in r
     ]
     for r in nemesis:
@@ -229,7 +218,7 @@ def fault_records(run_dir: Path) -> list[dict[str, Any]]:
             {"node": r["node"], "kind": r["kind"], "at": float(r["t"]) - t0, "injected_at": float(r["t"])}
             | {"origin": "nemesis", "pid": r.get("pid"), "duration": float(r.get("duration") or 0.0)}
         )
-    for e in _jsonl(telemetry / "events-launcher.jsonl"):
+    for e in read_jsonl(telemetry / "events-launcher.jsonl"):
         if e["event"] not in OBSERVED:
             continue
         kind, cause = OBSERVED[e["event"]]
@@ -351,10 +340,14 @@ def _bandwidth(topology: Topology, telemetry: Path, until: float | None) -> list
                 key = (item["edge"], item["channel"])
                 sent[key] = sent.get(key, 0) + int(item["bytes"])
     else:
-        for path in telemetry.glob("*.bytes.jsonl"):
-            samples = [s for s in _jsonl(path) if float(s["t"]) <= until]
-            for edge, channel, size in samples[-1]["bytes"] if samples else []:
-                sent[(edge, channel)] = sent.get((edge, channel), 0) + int(size)
+        last: dict[tuple[str, float, str], dict[str, Any]] = {}  # (node, series, edge) -> sample
+        for path in telemetry.glob("edges-*.jsonl"):
+            for r in read_jsonl(path):
+                if r.get("direction") == "out" and float(r["t"]) <= until:
+                    last[(r["node"], r["since"], r["edge"])] = r
+        for (_, _, edge), r in last.items():
+            for channel in ("data", "backup"):
+                sent[(edge, channel)] = sent.get((edge, channel), 0) + int(r[f"{channel}_bytes"])
     out = []
     for stage in topology.stages.values():
         if stage.config is None or stage.config.ha.mode == "none":

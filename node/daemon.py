@@ -28,7 +28,7 @@ from google.protobuf.message import DecodeError
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.replica import Mode
 from ha.routing import consumer_batch_sizes, initial_views, producer_secondary
-from node import authorization, clock
+from node import authorization, clock, telemetry
 from node.atomic_file import write_json
 from node.codec import RowCodec
 from node.coordinator_link import CoordinatorLink
@@ -104,6 +104,7 @@ class NodeDaemon:
         self.start_now = start_now
         self.coordinator = coordinator
         self.started_at = clock.monotonic()
+        self.since = clock.wall()  # names this incarnation's series of counters
         self._tuning_intervals = tuning_intervals(topology)
         self.exit = asyncio.Event()
         self.drain_then_exit = False
@@ -363,6 +364,7 @@ class NodeDaemon:
         if self.replica is not None:
             operator = self.replica.replica.operator
             st.operator_rows, st.operator_busy_s = operator.rows_in, operator.busy_s
+            st.input_backlog = self.replica.replica.inputs.backlog
         return st
 
     def _outbound(self) -> Outbound | None:
@@ -473,6 +475,9 @@ class NodeDaemon:
             if self.sink is not None:
                 self.sink.close()
             self._write_summary()
+            if self.topology.config.telemetry_interval_ms:
+                self._sample()  # the final counts
+            self.events.close()
             await self.peers.close()
             await server.stop(0.5)
         if self.source is not None and self.source.error:
@@ -512,9 +517,11 @@ class NodeDaemon:
             exit_waiter.cancel()
 
     async def _watch(self) -> None:
-        """Report finishing once; exit when asked to once drained."""
+        """Report finishing once; sample telemetry; exit when asked to
+        once drained."""
         finished_at: float | None = None
-        last_summary = clock.monotonic()
+        last_summary = last_sample = clock.monotonic()
+        sample_every = self.topology.config.telemetry_interval_ms / 1000
         # A sink acknowledges every ack interval: it lingers for two after
         # its end of stream, so that its producer hears that everything
         # arrived and finishes too (it would wait out the drain limit).
@@ -525,7 +532,9 @@ class NodeDaemon:
             if now - last_summary > 0.5:
                 last_summary = now
                 self._write_summary()  # a killed node leaves its last counts
-                self._sample_bytes()
+            if sample_every and now - last_sample >= sample_every:
+                last_sample = now
+                self._sample()
             if self.finished and finished_at is None:
                 finished_at = now
                 log.info("%s finished: end of stream delivered", self.name)
@@ -534,21 +543,9 @@ class NodeDaemon:
             if self.drain_then_exit and (drained or self.sends_nothing or now > self.drain_deadline):
                 self.exit.set()
 
-    def _sample_bytes(self) -> None:
-        """Append the byte counters with a timestamp, so bandwidth can be
-        measured over part of a run (up to a failure)."""
-        outbound = self._outbound()
-        if self.run_dir is None or outbound is None:
-            return
-        sample = {
-            "t": clock.wall(),
-            "bytes": [[e, c, n] for (e, c), n in outbound.bytes_sent.items()],
-            "batch_sizes": {
-                e: c.batch_size for e, c in outbound.log.edges.items() if c.batch_size < UNBOUNDED
-            },
-        }
-        with (self.run_dir / "telemetry" / f"{self.name}.bytes.jsonl").open("a") as handle:
-            handle.write(json.dumps(sample) + "\n")
+    def _sample(self) -> None:
+        for kind, records in telemetry.sample(self.status(), clock.wall(), self.since).items():
+            self.events.append(kind, records)
 
     def report_interval(self) -> float:
         """How often to report to the coordinator: every A-SAS interval

@@ -123,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--kill", default="node-2@6", metavar="NODE@SECONDS", help="default node-2@6")
     sweep.add_argument("--duration", type=float, default=8.0, help="seconds of each run (default 8)")
     sweep.add_argument("--out", type=Path, help="directory for runs and sweep.csv")
+    _add_tag(sweep)
     sweep.add_argument(
         "--network-load",
         default="0",
@@ -140,6 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     asas.add_argument("--duration", type=float, default=30.0, help="seconds of the run without kill")
     asas.add_argument("--step-at", type=float, metavar="S", help="move the rate or cost step (default 10 s)")
     asas.add_argument("--out", type=Path, help="directory for runs, bandwidth.csv and recovery.csv")
+    _add_tag(asas)
 
     chaos = sub.add_parser("chaos", help="randomised kills and freezes, each run checked exactly")
     chaos.add_argument("config")
@@ -147,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--seed", type=int, default=1)
     chaos.add_argument("--duration", type=float, default=5.0, help="seconds of each run (default 5)")
     chaos.add_argument("--out", type=Path, help="directory for the runs")
+    _add_tag(chaos)
     chaos.add_argument(
         "--both-replicas",
         action="store_true",
@@ -210,6 +213,16 @@ def _tls_dir_option(parser: argparse.ArgumentParser, whose: str = "default $SEMI
 
 def _terminate(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _add_tag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label every run's manifest carries, for the report (e.g. operator=aggregate)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -288,6 +301,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.config, args.duration, args.run_dir, args.kill, args.stop, progress=not args.quiet
             )
         )
+    if args.command in ("experiment", "chaos"):
+        from coordinator.manifest import parse_tags
     if args.command == "experiment" and args.action == "asas":
         from coordinator.asas_experiment import parse_times, run_asas_experiment
 
@@ -302,6 +317,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.duration,
             args.step_at,
             out,
+            parse_tags(args.tag),
         )
     if args.command == "experiment":
         from coordinator.experiments import run_sweep
@@ -310,13 +326,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         modes = [m.strip().lower() for m in args.modes.split(",") if m.strip()]
         sizes = _ints(args.batch_sizes, "--batch-sizes")
         loads = _loads(args.network_load)
-        return run_sweep(args.config, modes, sizes, args.repeat, args.kill, args.duration, out, loads)
+        tags = parse_tags(args.tag)
+        return run_sweep(args.config, modes, sizes, args.repeat, args.kill, args.duration, out, loads, tags)
     if args.command == "chaos":
         from coordinator.chaos import run_chaos
 
         out = args.out or Path("runs") / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
+        tags = parse_tags(args.tag)
         return run_chaos(
-            args.config, args.runs, args.seed, args.duration, out, args.both_replicas, args.injector
+            args.config, args.runs, args.seed, args.duration, out, args.both_replicas, args.injector, tags
         )
     if args.command == "nemesis":
         from coordinator.nemesis import NemesisError, run_nemesis

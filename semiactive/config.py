@@ -219,6 +219,8 @@ class ClusterConfig(_Model):
     linger_ms: Annotated[float, Field(ge=0)] = 0.0
     connect_timeout_ms: Annotated[int, Field(ge=100)] = 10_000
     queue_rows: Annotated[int, Field(ge=64)] = 50_000
+    # 0: no periodic samples (events are always written).
+    telemetry_interval_ms: Annotated[int, Field(ge=0, le=60_000)] = 250
     sources: list[SourceConfig] = Field(default_factory=list)
     stages: list[StageConfig] = Field(default_factory=list)
     sinks: list[SinkConfig] = Field(default_factory=list)

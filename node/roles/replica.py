@@ -67,6 +67,9 @@ class ReplicaRole:
         coordinator hears from a node; None: no answer) says it lives."""
         cfg = topology.config
         self.assigned = assigned
+        # An assigned secondary re-protects its stage once it holds the
+        # primary's state (rebuilt from a resync point): when, for telemetry.
+        self.assigned_at: float | None = clock.wall() if assigned else None
         self.witness = witness
         self.node = node
         self.stage = stage
@@ -197,6 +200,15 @@ class ReplicaRole:
             replica.run()
             self.input_room.set()
             self.metrics.input_backlog.set(replica.inputs.backlog)
+            if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
+                self.assigned_at = None  # promoted first: nothing re-protected
+            if self.assigned_at is not None and replica.resyncs and not replica.warming_up:
+                self.events.emit(
+                    "reprotected",
+                    stage=self.stage.name,
+                    warmup_ms=round((clock.wall() - self.assigned_at) * 1000, 1),
+                )
+                self.assigned_at = None
             if replica.log.head != head or replica.log.watermark != watermark or replica.log.end_of_stream:
                 if replica.mode is Mode.PRIMARY:
                     self.outbound.appended()

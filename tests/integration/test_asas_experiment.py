@@ -72,12 +72,18 @@ def test_reversals_count_direction_changes_of_b() -> None:
 
 
 def test_read_samples_takes_the_edge_backup_channel_and_skips_torn_lines(tmp_path: Path) -> None:
-    path = tmp_path / "node-1.bytes.jsonl"
+    path = tmp_path / "edges-node-1.jsonl"
+
+    def sample(t: float, edge: str, direction: str, backup: int, batch: int) -> dict[str, object]:
+        return {"t": t, "edge": edge, "direction": direction, "backup_bytes": backup, "batch_size": batch}
+
     lines = [
-        {"t": 100.5, "bytes": [[EDGE, "data", 900], [EDGE, "backup", 400]], "batch_sizes": {EDGE: 7}},
-        {"t": 101.0, "bytes": [[EDGE, "data", 1800], ["other->x", "backup", 5]], "batch_sizes": {}},
+        sample(100.5, EDGE, "out", 400, 7),
+        sample(100.5, "other->x", "out", 5, 1),
+        sample(100.5, EDGE, "in", 0, 0),
+        sample(101.0, EDGE, "out", 0, 0),
     ]
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"t": 101.5, "by')
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"t": 101.5, "ed')
     assert read_samples(path, 100.0, EDGE) == [Sample(0.5, 400.0, 7), Sample(1.0, 0.0, None)]
 
 

@@ -75,7 +75,7 @@ def test_b_follows_the_rate_step_bandwidth_returns_under_the_limit_and_a_kill_re
     changes = _changes(result["events"], t0)
     assert changes, "the tuner never moved B"
     assert max(b for t, b in changes if t >= STEP_AT_S) > 1, changes
-    samples = read_samples(run_dir / "telemetry" / "node-1.bytes.jsonl", t0, EDGE)
+    samples = read_samples(run_dir / "telemetry" / "edges-node-1.jsonl", t0, EDGE)
     before_kill = [s for s in samples if s.t <= kill_at]
     back = next((b for _, b, rate in intervals_after(before_kill, STEP_AT_S) if rate <= BW_MAX), None)
     assert back is not None and back - STEP_AT_S <= SETTLE_LIMIT_S, before_kill
