@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from node.telemetry import read_jsonl
 from tests.faults.harness import AGGREGATE, JOIN, SELECTION, protected_chain, run
 
 pytestmark = pytest.mark.slow
@@ -33,6 +34,25 @@ def test_sigkill_the_middle_primary_at_a_random_time(tmp_path: Path, queries: li
     kinds = [e["event"] for e in out["events"] if e.get("stage") == "stage-2"]
     assert "failure_detected" in kinds and "takeover" in kinds and "recovered" in kinds
     assert any(e["event"] == "assigned" and e.get("stage") == "stage-2" for e in out["events"]), out["stderr"]
+    _check_telemetry(tmp_path / "run", out["events"])
+
+
+def _check_telemetry(run_dir: Path, events: list[dict[str, Any]]) -> None:
+    """The samples of docs/telemetry.md: cumulative counters never fall
+    within a series, and the sink's last sample counts what it wrote."""
+    (fault,) = [e for e in events if e["event"] == "fault_injected"]
+    assert (fault["target"], fault["kind"], fault["injector"]) == ("node-2", "kill", fault["node"])
+    series: dict[tuple[str, float, str, str], list[dict[str, Any]]] = {}
+    for path in (run_dir / "telemetry").glob("edges-*.jsonl"):
+        for r in read_jsonl(path):
+            series.setdefault((r["node"], r["since"], r["edge"], r["direction"]), []).append(r)
+    assert {node for node, *_ in series} >= {"node-0", "node-1", "node-2", "node-3", "sink"}
+    for samples in series.values():
+        for counter in ("data_bytes", "backup_bytes", "received_rows", "seq"):
+            values = [r[counter] for r in samples]
+            assert values == sorted(values), (counter, samples[0]["node"])
+    ((*_, last),) = [s for (node, *_), s in series.items() if node == "sink"]
+    assert last["received_rows"] == len(read_jsonl(run_dir / "sink" / "sink.jsonl"))
 
 
 def test_sigkill_the_first_stage_the_sources_downstream(tmp_path: Path) -> None:
