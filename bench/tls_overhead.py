@@ -12,42 +12,24 @@ the p50/p99 source-to-sink latency at 1000 tuples/s, and the ratios
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from coordinator.launcher import run_cluster
-from coordinator.verify import check_run
-from semiactive import config, topology
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "paper-chain.yaml"
+from chain import run_chain
 
 
 def trial(insecure: bool, rate: int, seconds: float, directory: Path) -> dict[str, float | bool]:
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["insecure"] = insecure
-    cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": rate}]
-    label = f"{'insecure' if insecure else 'tls'}-{rate}-{len(list(directory.iterdir()))}"
-    path = directory / f"{label}.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    run_dir = directory / label
-    code = asyncio.run(run_cluster(str(path), seconds, run_dir, [], [], progress=False))
-    end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
-    latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())
-    identical = all(c.ok for c in check_run(topology.resolve(config.load(path)), run_dir))
-    return {
-        "ok": code == 0 and end["lag_ms"] < 250 and identical,
-        "p50_ms": float(latency.get("p50_ms") or 0.0),
-        "p99_ms": float(latency.get("p99_ms") or 0.0),
-    }
+    def change(cfg: dict[str, Any]) -> None:
+        cfg["insecure"] = insecure
+
+    r = run_chain(f"{'insecure' if insecure else 'tls'}-{rate}", rate, seconds, directory, change)
+    return {"ok": r.ok and r.lag_ms < 250, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
 
 
 def main() -> int:
