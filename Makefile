@@ -1,12 +1,13 @@
 # The two commands of the README:
 #   make demo   set up (a virtualenv in .venv) and run the paper's chain, verified
-#   make test   set up and run the whole test suite (lint, types, tests)
+#   make test   set up and run the whole test suite (lint, types, tests, and the
+#               docker-compose deployment with podman where containers can run)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: demo test lint iperf3 bench proto clean
+.PHONY: demo test deploy-check lint iperf3 java prometheus dashboards bench proto clean deploy-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,8 +30,46 @@ iperf3:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3 || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iperf3; }
 
-test: lint iperf3
+# prometheus and promtool (Debian's prometheus) scrape a live cluster in
+# tests/integration/test_prometheus.py and check the metrics and
+# deploy/prometheus.yml: installed when missing and root; otherwise those
+# tests skip, saying why.
+prometheus:
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null || [ "$$(id -u)" != 0 ] || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; }
+
+# The Grafana dashboards are code (coordinator/dashboards.py); this writes
+# deploy/grafana/dashboards/*.json, which are committed.
+dashboards: $(STAMP)
+	$(PY) -m coordinator.dashboards
+
+# Java runs Spark (the report job, tests/*report*, tests/*spark*).
+java:
+	@command -v java >/dev/null || [ "$$(id -u)" != 0 ] || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless; }
+
+test: lint iperf3 prometheus java
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider
+	@$(MAKE) --no-print-directory deploy-check
+
+# The deployment test where podman can run containers (the probe installs
+# what is missing when root); where it cannot, it says why: never skipped
+# silently.
+deploy-check: $(STAMP)
+	@probe=0; $(PY) deploy/deploy_test.py --probe || probe=$$?; \
+	case $$probe in \
+		0) $(MAKE) --no-print-directory deploy-test ;; \
+		3) echo "deploy-test NOT RUN: podman cannot run containers on this machine (reason above)" ;; \
+		*) exit $$probe ;; \
+	esac
+
+# docker-compose.yml really run with podman (root; installs podman, runc,
+# debootstrap from Debian; base images made by debootstrap and kept):
+# health, failover of the protected primary, no row lost, Prometheus.
+deploy-test: $(STAMP)
+	$(PY) deploy/deploy_test.py
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'

@@ -174,7 +174,9 @@ class Cluster:
             else:
                 port, metrics = self.ports.take(), self.ports.take()
             self.processes[name] = Process(name, info.role, info.stage, port, metrics, self.host(name))
-        coordinator = Process(COORDINATOR, COORDINATOR, None, self.ports.take(), 0, self.host(COORDINATOR))
+        coordinator = Process(
+            COORDINATOR, COORDINATOR, None, self.ports.take(), self.ports.take(), self.host(COORDINATOR)
+        )
         self.processes[COORDINATOR] = coordinator
 
     def spawn(self) -> None:
@@ -213,7 +215,7 @@ class Cluster:
         if self.tls_dir is not None:
             common += ["--tls-dir", str(self.tls_dir)]
         if p.role == COORDINATOR:
-            cmd += ["coordinator", *common, "--listen", p.address]
+            cmd += ["coordinator", *common, "--listen", p.address, "--metrics-port", str(p.metrics_port)]
             if not self.reprotect:
                 cmd.append("--no-reprotect")
         else:

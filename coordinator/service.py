@@ -25,10 +25,13 @@ from pathlib import Path
 import grpc
 
 from coordinator.control import REPORT_INTERVAL_S, Coordinator
+from coordinator.metrics import CoordinatorMetrics
 from node import authorization, clock
 from node.events import EventLog
+from node.health import Health
 from node.main import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
 from node.messages import view_to_pb
+from node.metrics import serve_metrics
 from node.network import GrpcNetwork, Network
 from node.tls import COORDINATOR, caller, process_security
 from semiactive import config as config_mod
@@ -108,14 +111,29 @@ def known_addresses(topology: topology_mod.Topology, endpoints: Path | None) -> 
 
 
 async def run_service(
-    coordinator: Coordinator, network: Network, listen: str, until: Awaitable[object]
+    coordinator: Coordinator,
+    network: Network,
+    listen: str,
+    until: Awaitable[object],
+    metrics_port: int | None = None,
 ) -> None:
-    """Serve ``coordinator`` at ``listen`` and run its loops until ``until``
+    """Serve ``coordinator`` at ``listen`` (and its Prometheus metrics on
+    ``metrics_port``, same host) and run its loops until ``until``
     completes (or a loop fails, which raises)."""
     server = network.server()
     cdpb_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
+    health = Health(server)
     if not network.listen(server, listen):
         raise ConfigError(f"--listen {listen}: cannot listen there (is the port in use?)")
+    metrics_server = None
+    if metrics_port:
+        try:
+            metrics = CoordinatorMetrics(coordinator)
+            metrics_server = await serve_metrics(listen.rsplit(":", 1)[0], metrics_port, metrics.exposition)
+        except OSError as exc:
+            raise ConfigError(
+                f"--metrics-port {metrics_port}: cannot listen there ({exc.strerror})"
+            ) from None
     await server.start()
     coordinator.events.emit("coordinator_started", listen=listen, reprotect=coordinator.reprotect)
     try:
@@ -127,6 +145,9 @@ async def run_service(
             for task in loops:
                 task.cancel()
     finally:
+        if metrics_server is not None:
+            metrics_server.close()
+        await health.shutting_down()
         await server.stop(0.5)
 
 
@@ -137,6 +158,7 @@ async def serve(
     run_dir: Path | None,
     reprotect: bool = True,
     tls_dir: Path | None = None,
+    metrics_port: int | None = None,
 ) -> int:
     topology = topology_mod.resolve(config_mod.load(config))
     network = GrpcNetwork(process_security(COORDINATOR, tls_dir, topology.config.insecure))
@@ -154,7 +176,11 @@ async def serve(
     log.info("coordinator of %s listening on %s", topology.config.name, listen)
     try:
         await run_service(
-            coordinator, network, listen, asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            coordinator,
+            network,
+            listen,
+            asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED),
+            metrics_port,
         )
     finally:
         for task in waits:
@@ -176,6 +202,7 @@ def run_coordinator(
     reprotect: bool,
     level: str,
     tls_dir: Path | None = None,
+    metrics_port: int | None = None,
 ) -> int:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -185,4 +212,4 @@ def run_coordinator(
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import uvloop
 
-    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect, tls_dir))
+    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect, tls_dir, metrics_port))

@@ -33,6 +33,7 @@ from node.atomic_file import write_json
 from node.codec import RowCodec
 from node.coordinator_link import CoordinatorLink
 from node.events import EventLog
+from node.health import Health
 from node.messages import point_from_pb, point_to_pb, view_from_pb, view_to_pb
 from node.metrics import NodeMetrics
 from node.network import Network, insecure
@@ -384,7 +385,6 @@ class NodeDaemon:
             cursors = outbound.log.edges.get(edge)
             if cursors is None or not 1 <= size <= MAX_BATCH_SIZE:
                 continue
-            self.metrics.batch_size.labels(edge).set(size)
             if cursors.batch_size != size:
                 cursors.batch_size = size
                 changed = True
@@ -426,6 +426,7 @@ class NodeDaemon:
         server = self.network.server()
         pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(self.accept, self.on_ack), server)
         cpb_grpc.add_ControlServicer_to_server(ControlServicer(self), server)
+        health = Health(server)
         if self.source is not None and self.source.config.kind == "ingest":
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
         if not self.network.listen(server, self.listen):
@@ -478,6 +479,7 @@ class NodeDaemon:
             if self.topology.config.telemetry_interval_ms:
                 self._sample()  # the final counts
             self.events.close()
+            await health.shutting_down()
             await self.peers.close()
             await server.stop(0.5)
         if self.source is not None and self.source.error:

@@ -115,7 +115,6 @@ class Outbound:
                 self.tasks[key] = task
 
     def _counter(self, edge: str, channel: str) -> Callable[[int, int], None]:
-        metric = self.metrics.bytes_sent.labels(edge, channel)
         key = (edge, channel)
         self.bytes_sent.setdefault(key, 0)
         self.rows_sent.setdefault(key, 0)
@@ -123,7 +122,6 @@ class Outbound:
         def count(size: int, rows: int) -> None:
             self.bytes_sent[key] += size
             self.rows_sent[key] += rows
-            metric.inc(size)
 
         return count
 
@@ -151,7 +149,6 @@ class Outbound:
             self.log.acknowledge(sender.edge, sender.acked, point_from_pb(feedback.level1.point))
         if not self.log.full:
             self.room.set()
-        self.metrics.log_rows.set(self.log.retained)
         if self.on_acknowledged is not None:
             self.on_acknowledged()
 
@@ -161,7 +158,6 @@ class Outbound:
             self.log.take_backup(edge)
         if self.log.full:
             self.room.clear()
-        self.metrics.log_rows.set(self.log.retained)
         for sender in self.senders.values():
             sender.wake.set()
 

@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     coord.add_argument("--endpoints", type=Path, help="JSON: node name -> {host, port} (else the config's)")
     coord.add_argument("--run-dir", type=Path, help="where its events go (telemetry/)")
     coord.add_argument(
+        "--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics here (host of --listen)"
+    )
+    coord.add_argument(
         "--no-reprotect", action="store_true", help="converge views only; assign no new secondaries"
     )
     _tls_dir_option(coord)
@@ -75,6 +78,36 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--run-dir", type=Path, help="the coordinator of this `cluster up` run")
     status.add_argument("--json", action="store_true", help="machine-readable")
     _tls_dir_option(status, "admin's; default $SEMIACTIVE_TLS_DIR, or RUN_DIR/tls with --run-dir")
+
+    health = sub.add_parser(
+        "health", help="the gRPC health check of a node or coordinator: exit 0 when it is SERVING"
+    )
+    health.add_argument("address", metavar="HOST:PORT")
+    health.add_argument("--peer", metavar="NAME", help="the name its certificate carries (default: HOST)")
+    health.add_argument(
+        "--as", dest="identity", metavar="NAME", help="the identity to present (default: the peer's own)"
+    )
+    health.add_argument("--timeout", type=float, default=2.0, help="seconds (default 2)")
+    _tls_dir_option(health, "the identity's; default $SEMIACTIVE_TLS_DIR; none: an insecure cluster")
+
+    start = sub.add_parser(
+        "start", help="a deployed cluster: wait until every node serves, then start it (as the launcher does)"
+    )
+    drain = sub.add_parser(
+        "drain", help="a deployed cluster: stop the sources, wait until every sink has its end of stream"
+    )
+    for deployed in (start, drain):
+        deployed.add_argument("--config", required=True)
+        deployed.add_argument(
+            "--endpoints", type=Path, help="JSON: node name -> {host, port} (else the config's)"
+        )
+        deployed.add_argument(
+            "--wait", type=float, default=120.0, help="seconds to wait for the nodes to serve (default 120)"
+        )
+        _tls_dir_option(deployed, "admin's; default $SEMIACTIVE_TLS_DIR")
+    drain.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for the sinks (default 60)"
+    )
 
     verify = sub.add_parser(
         "verify", help="a run's sinks against the engine's reference and an independent SQLite oracle"
@@ -196,6 +229,16 @@ def _parser() -> argparse.ArgumentParser:
         help="processes running seeds (default: one per CPU)",
     )
 
+    report = sub.add_parser(
+        "report", help="the Spark job over runs' telemetry: Parquet tables, report.md, the papers' figures"
+    )
+    report.add_argument("inputs", nargs="+", type=Path, metavar="RUN_DIR_OR_CAMPAIGN_DIR")
+    report.add_argument(
+        "--master",
+        help="Spark master: local[N] (default local[2]), spark://HOST:PORT, sc://HOST:PORT (Spark Connect)",
+    )
+    report.add_argument("--out", type=Path, help="output directory (default: INPUT/report, or report-<time>)")
+
     demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
     demo.add_argument("--run-dir", type=Path)
@@ -268,12 +311,25 @@ def _dispatch(args: argparse.Namespace) -> int:
             not args.no_reprotect,
             args.log_level,
             args.tls_dir,
+            args.metrics_port,
         )
     if args.command == "status":
         from coordinator.status import show_status
 
         address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
         return show_status(address, args.run_dir, args.json, args.tls_dir)
+    if args.command == "health":
+        from node.health import health_main
+
+        return health_main(args.address, args.tls_dir, args.peer, args.identity, args.timeout)
+    if args.command == "start":
+        from coordinator.deployment import run_start
+
+        return run_start(args.config, args.endpoints, args.tls_dir, args.wait)
+    if args.command == "drain":
+        from coordinator.deployment import run_drain
+
+        return run_drain(args.config, args.endpoints, args.tls_dir, args.wait, args.timeout)
     if args.command == "verify":
         from coordinator.verify import main as verify_main
 
@@ -346,11 +402,30 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 1
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "report":
+        return _report(args)
     if args.command == "demo":
         from coordinator.demo import run_demo
 
         return run_demo(args.duration, args.run_dir)
     raise AssertionError(args.command)
+
+
+def _report(args: argparse.Namespace) -> int:
+    """``semiactive report``; pyspark and matplotlib are the ``report`` extra."""
+    try:
+        from analytics.report_job import run_report
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("pyspark", "py4j", "matplotlib"):
+            raise
+        print(f"semiactive report: needs {exc.name}: pip install 'semiactive[report]'", file=sys.stderr)
+        return USAGE_ERROR
+    inputs: list[Path] = args.inputs
+    out = args.out or (
+        inputs[0] / "report" if len(inputs) == 1 else Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
+    run_report(inputs, out, args.master)
+    return 0
 
 
 def _simulate(args: argparse.Namespace) -> int:

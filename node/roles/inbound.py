@@ -142,7 +142,6 @@ class InboundEdgeSession:
             except RowOrderError as exc:
                 raise self._refuse(stream, exc.reason, str(exc)) from None
             if new:
-                self.metrics.tuples_in.labels(self.edge.id).inc(new)
                 self.received_rows += new
                 self.receive_s += time.perf_counter() - started
             if batch.count > new:

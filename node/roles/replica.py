@@ -147,7 +147,6 @@ class ReplicaRole:
             self.outbound.reconcile()
         else:
             self.tasks.append(asyncio.create_task(self._watch_primary(), name="heartbeats"))
-        self.metrics.epoch.set(self.views[self.stage.name].epoch)
 
     def stop(self) -> None:
         self.outbound.stop()
@@ -170,7 +169,6 @@ class ReplicaRole:
             return
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile()
-        self.metrics.epoch.set(view.epoch)
 
     def fence(self, reason: str) -> None:
         if self.replica.mode is Mode.FENCED:
@@ -199,7 +197,6 @@ class ReplicaRole:
             watermark = replica.log.watermark
             replica.run()
             self.input_room.set()
-            self.metrics.input_backlog.set(replica.inputs.backlog)
             if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
                 self.assigned_at = None  # promoted first: nothing re-protected
             if self.assigned_at is not None and replica.resyncs and not replica.warming_up:
@@ -209,10 +206,11 @@ class ReplicaRole:
                     warmup_ms=round((clock.wall() - self.assigned_at) * 1000, 1),
                 )
                 self.assigned_at = None
-            if replica.log.head != head or replica.log.watermark != watermark or replica.log.end_of_stream:
-                if replica.mode is Mode.PRIMARY:
-                    self.outbound.appended()
-                self.metrics.watermark.set(replica.log.watermark)
+            moved = (
+                replica.log.head != head or replica.log.watermark != watermark or replica.log.end_of_stream
+            )
+            if moved and replica.mode is Mode.PRIMARY:
+                self.outbound.appended()
             self._check_recovered()
             await asyncio.sleep(0)
 
@@ -322,8 +320,10 @@ class ReplicaRole:
                         cut_off=never_reached and self.assigned,
                     )
                 n += 1
+                sent_at = clock.monotonic()
                 with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
                     await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
+                self.metrics.heartbeats_sent.labels(self.stage.name).inc()
                 deadline = clock.monotonic() + interval
                 while clock.monotonic() < deadline:
                     if detector.expired(clock.monotonic()) and detector.last_pong is not None:
@@ -333,6 +333,8 @@ class ReplicaRole:
                     if reader.done():
                         break
                     await asyncio.sleep(min(0.01, interval / 10))
+                if detector.last_pong is None or detector.last_pong < sent_at:
+                    self.metrics.heartbeats_missed.labels(self.stage.name).inc()
             return False
         finally:
             reader.cancel()
@@ -391,7 +393,6 @@ class ReplicaRole:
         self.events.emit(
             "takeover", stage=self.stage.name, epoch=view.epoch, warming_up=self.replica.warming_up
         )
-        self.metrics.epoch.set(view.epoch)
         self.outbound.reconcile()
         # Watch for the recovery target before telling the other nodes: a
         # frozen peer holds its UpdateView until the RPC times out, which
