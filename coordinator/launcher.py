@@ -404,7 +404,9 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
     """Run for ``duration`` seconds, injecting the launcher's own faults,
     watching for the ones nobody announced, and printing a line per second:
     elapsed time and rows per second at each source and sink."""
-    started = time.monotonic()
+    # Fault times and the duration count from t0, when the sources start
+    # (a moment after the Start calls).
+    started = time.monotonic() + max(0.0, cluster.t0 - time.time())
     last: dict[str, int] = {}
     pending = sorted(faults, key=lambda f: f.at)
     next_line = 0.0
