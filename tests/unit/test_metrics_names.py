@@ -8,6 +8,7 @@ promtool is Debian's (``make prometheus`` installs it when root)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shutil
 import subprocess
@@ -205,6 +206,39 @@ async def test_the_endpoint_serves_metrics_over_http() -> None:
             b"semiactive_up 1\n",
         ) and kind == "text/plain; version=0.0.4; charset=utf-8"
         assert (await asyncio.to_thread(get, "/elsewhere"))[0] == 404
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_the_endpoint_survives_garbage_and_keeps_serving() -> None:
+    """Any port is attacked: a request with no end of head (past the
+    reader's limit), binary noise, a method other than GET, a client
+    that leaves mid-request; the node's loop keeps serving scrapes."""
+    server = await serve_metrics("127.0.0.1", 0, lambda: b"semiactive_up 1\n")
+    port = server.sockets[0].getsockname()[1]
+
+    async def send(data: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(data)
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        if data.endswith(b"\r\n\r\n") or len(data) > 100_000:
+            answer = await asyncio.wait_for(reader.read(), 5)
+        else:
+            answer = b""
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+        return answer
+
+    try:
+        assert await send(b"GET /" + b"a" * 200_000) == b""  # over the limit: closed, no answer
+        assert (await send(bytes(range(256)) * 4 + b"\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        assert (await send(b"POST /metrics HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        await send(b"GET /metr")  # and gone
+        answer = await send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"semiactive_up 1\n")
     finally:
         server.close()
         await server.wait_closed()
