@@ -81,8 +81,8 @@ def session(master: str | None = None, app: str = "semiactive-report") -> SparkS
             return SparkSession.builder.remote(master).appName(app).getOrCreate()
         except ImportError as exc:  # pyspark's PySparkImportError is one
             raise ReportInputError(
-                f"--master {master}: the Spark Connect client needs pandas, pyarrow and grpcio-status: "
-                "pip install 'pyspark[connect]'"
+                f"--master {master}: the Spark Connect client is missing ({exc}): "
+                "pip install 'semiactive[report]'"
             ) from exc
     builder = SparkSession.builder.master(master).appName(app)
     for key, value in SESSION_CONF.items():
