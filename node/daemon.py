@@ -434,7 +434,7 @@ class NodeDaemon:
         await server.start()
         if self.metrics_port:
             try:
-                self.metrics.serve(self.metrics_port, self.listen.rsplit(":", 1)[0])
+                await self.metrics.serve(self.metrics_port, self.listen.rsplit(":", 1)[0])
             except OSError as exc:
                 await server.stop(0)
                 raise StartupError(
@@ -481,6 +481,7 @@ class NodeDaemon:
             self.events.close()
             await health.shutting_down()
             await self.peers.close()
+            self.metrics.close()
             await server.stop(0.5)
         if self.source is not None and self.source.error:
             code = 1

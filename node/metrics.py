@@ -162,7 +162,7 @@ class NodeMetrics:
         )
         self.exposed = CollectorRegistry(auto_describe=False)
         self.exposed.register(_Exposition(self))
-        self._server: asyncio.Task[None] | None = None
+        self._server: asyncio.Server | None = None
 
     def follow(self, snapshot: Callable[[], cpb.NodeStatus]) -> None:
         """Read gauges and counters from ``snapshot()`` (the node's
@@ -190,11 +190,14 @@ class NodeMetrics:
         """The text a scrape gets."""
         return generate_latest(self.exposed)
 
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve ``/metrics`` on the running event loop. Binds at once: a
-        port in use raises :class:`OSError` here."""
-        sock = bind(host, port)
-        self._server = asyncio.get_running_loop().create_task(_serve_forever(sock, self.exposition))
+    async def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve ``/metrics`` on the running event loop until :meth:`close`;
+        a port in use raises :class:`OSError`."""
+        self._server = await serve_metrics(host, port, self.exposition)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
 
     # -- at scrape time ------------------------------------------------------------------------
 
@@ -411,12 +414,6 @@ async def serve_metrics(host: str, port: int, render: Callable[[], bytes]) -> as
     """Serve ``render()`` at ``/metrics`` on the running loop; the caller
     closes the server."""
     return await asyncio.start_server(lambda r, w: _answer(r, w, render), sock=bind(host, port))
-
-
-async def _serve_forever(sock: socket.socket, render: Callable[[], bytes]) -> None:
-    server = await asyncio.start_server(lambda r, w: _answer(r, w, render), sock=sock)
-    async with server:
-        await server.serve_forever()
 
 
 async def _answer(
