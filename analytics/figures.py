@@ -202,10 +202,7 @@ def _seed002_asas(tables: Tables, out: Path) -> list[Figure]:
             for limit in sorted(limits):
                 ax.axhline(limit / 1e3, color="red", linestyle="--", linewidth=1, label="bw_max")
             _finish(ax, "time (s)", "backup bandwidth (kB/s)", title)
-            path = out / f"{key}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            figures.append(Figure(key, title, path))
+            figures.append(_saved(fig, out, key, title))
         rec = [r for r in tables.get("asas_recovery", []) if r.get("scenario") == scenario]
         rec = [r for r in rec if r.get("mode") in ("asas", "ub") and r.get("recovery_ms") is not None]
         key, title = f"seed002-fig{rec_fig}", f"Seed 002 Fig. {rec_fig}: recovery time under a {what} step"
@@ -222,10 +219,7 @@ def _seed002_asas(tables: Tables, out: Path) -> list[Figure]:
         for limit in sorted({float(r["recovery_max_s"]) for r in rec if r.get("recovery_max_s")}):
             ax.axhline(limit * 1e3, color="red", linestyle="--", linewidth=1, label="recovery_max")
         _finish(ax, "kill time (s)", "recovery time (ms)", title)
-        path = out / f"{key}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        figures.append(Figure(key, title, path))
+        figures.append(_saved(fig, out, key, title))
     return figures
 
 
@@ -268,15 +262,20 @@ def _asas_traces(tables: Tables, out: Path) -> list[Figure]:
         title = f"A-SAS trace ({scenario} step): B, BW*, R* against the limits"
         axes[0].set_title(title)
         fig.tight_layout()
-        path = out / f"{key}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        figures.append(Figure(key, title, path))
+        figures.append(_saved(fig, out, key, title))
     return figures
 
 
 def _kb(v: Any) -> float | None:
     return None if v is None else float(v) / 1e3
+
+
+def _saved(fig: Any, out: Path, key: str, title: str) -> Figure:
+    """Write ``fig`` as ``out/<key>.png`` and close it."""
+    path = out / f"{key}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Figure(key, title, path)
 
 
 def _finish(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
@@ -334,10 +333,7 @@ def _seed001(tables: Tables, out: Path) -> list[Figure]:
             )
         fig.suptitle(title8, fontsize=10)
         fig.tight_layout()
-        path = out / f"{key8}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        figures.append(Figure(key8, title8, path))
+        figures.append(_saved(fig, out, key8, title8))
     key9, title9 = "seed001-fig9", "Seed 001 Fig. 9: L1 data cache miss rate"
     misses = [r for r in rows if r.get("l1_miss_rate") is not None and r["form"] == "open"]
     if not misses:
@@ -364,10 +360,7 @@ def _seed001(tables: Tables, out: Path) -> list[Figure]:
         ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))])
         ax.set_xticklabels([f"{sub} sub-q.\n{ts}/ts" for ts, sub in groups], fontsize=8)
         _finish(ax, "", "L1 data cache miss rate (%)", title9)
-        path = out / f"{key9}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        figures.append(Figure(key9, title9, path))
+        figures.append(_saved(fig, out, key9, title9))
     key10, title10 = "seed001-fig10", "Seed 001 Fig. 10: recursive vs non-recursive processing time (DTS)"
     pairs = sorted(
         (k[3], k[4])
@@ -396,10 +389,7 @@ def _seed001(tables: Tables, out: Path) -> list[Figure]:
         ax.set_xticks(list(xs))
         ax.set_xticklabels([f"{s} sub-q., {t}/ts" for s, t in pairs], fontsize=8)
         _finish(ax, "", "relative processing time", title10)
-        path = out / f"{key10}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        figures.append(Figure(key10, title10, path))
+        figures.append(_saved(fig, out, key10, title10))
     return figures
 
 
