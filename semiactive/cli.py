@@ -146,7 +146,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--run-limit", type=int, default=100, help="HB: max consecutive runs of one operator")
 
-    experiment = sub.add_parser("experiment", help="seed 002's experiments")
+    mqo = sub.add_parser("mqo", help="seed 003: many continuous queries, shared (embedded)")
+    msub = mqo.add_subparsers(dest="action", required=True)
+    mrun = msub.add_parser("run", help="run MASTER/WINDOW SIZE queries over files with shared window joins")
+    mrun.add_argument("queries", help="file of CREATE ... statements, or - for standard input")
+    mrun.add_argument(
+        "--stream", action="append", default=[], metavar="NAME=FILE", help="CSV/JSONL, ts column"
+    )
+    mrun.add_argument("--clock", action="append", default=[], metavar="NAME=PERIOD[+PHASE]", help="ms")
+    mrun.add_argument("--method", choices=["dynamic", "static", "single", "none"], default="dynamic")
+    mrun.add_argument("--theta", type=float, default=0.5, help="similarity threshold (default 0.5)")
+    mrun.add_argument(
+        "--unit", type=int, default=1000, help="ticks per unit of the statistics (default 1000)"
+    )
+    mrun.add_argument("--log-period", type=int, default=10_000, help="ticks of arrival log (default 10000)")
+    mrun.add_argument("--recluster-every", type=int, metavar="TICKS", help="dynamic: check similarity")
+    mrun.add_argument("--recluster-at", type=int, action="append", default=[], metavar="TICKS")
+    mrun.add_argument("--patience", type=int, default=1, help="checks below theta before re-clustering")
+    mrun.add_argument("--add", action="append", default=[], metavar="TICKS:FILE", help="register later")
+    mrun.add_argument("--remove", action="append", default=[], metavar="TICKS:NAME")
+    mrun.add_argument("--out", type=Path, required=True)
+
+    experiment = sub.add_parser("experiment", help="the seeds' experiments (002: sweep, asas; 003: mqo)")
     esub = experiment.add_subparsers(dest="action", required=True)
     sweep = esub.add_parser("sweep", help="overhead and recovery time per mode and batch size (exp. 1-3)")
     sweep.add_argument("config")
@@ -175,6 +196,16 @@ def _parser() -> argparse.ArgumentParser:
     asas.add_argument("--step-at", type=float, metavar="S", help="move the rate or cost step (default 10 s)")
     asas.add_argument("--out", type=Path, help="directory for runs, bandwidth.csv and recovery.csv")
     _add_tag(asas)
+
+    emqo = esub.add_parser("mqo", help="seed 003's experiment: 300 queries, a pattern change (Figs. 10-13)")
+    emqo.add_argument("--queries", type=int, default=300, help="random queries from Fig. 10's template")
+    emqo.add_argument("--units", type=int, default=40, help="units of event time (default 40)")
+    emqo.add_argument("--methods", default="dynamic,static,single,none")
+    emqo.add_argument("--theta", type=float, default=0.6)
+    emqo.add_argument("--recluster-at-unit", type=int, default=20, help="dynamic: forced re-clustering")
+    emqo.add_argument("--seed", type=int, default=1)
+    emqo.add_argument("--repeat", type=int, default=1, help="runs per method (median per unit)")
+    emqo.add_argument("--out", type=Path, help="directory for data, runs, table and plot")
 
     chaos = sub.add_parser("chaos", help="randomised kills and freezes, each run checked exactly")
     chaos.add_argument("config")
@@ -349,6 +380,24 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(embedded.check(args.file, insert_delays=args.insert_delays, show_code=args.show_code))
             return 0
         return embedded.run(args.file, args.stream, args.output, args.executor, args.run_limit)
+    if args.command == "mqo":
+        from semiactive import mqo_runner
+
+        return mqo_runner.main(
+            args.queries,
+            args.stream,
+            args.clock,
+            args.method,
+            args.out,
+            args.theta,
+            args.unit,
+            args.log_period,
+            args.recluster_every,
+            args.recluster_at,
+            args.patience,
+            args.add,
+            args.remove,
+        )
     if args.command == "cluster":
         from coordinator.launcher import run_cluster
 
@@ -359,6 +408,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
     if args.command in ("experiment", "chaos"):
         from coordinator.manifest import parse_tags
+    if args.command == "experiment" and args.action == "mqo":
+        from coordinator.mqo_experiment import run_mqo_experiment
+
+        out = args.out or Path("runs") / f"mqo-{time.strftime('%Y%m%d-%H%M%S')}"
+        methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
+        return run_mqo_experiment(
+            out, args.queries, args.units, methods, args.theta, args.recluster_at_unit, args.seed, args.repeat
+        )
     if args.command == "experiment" and args.action == "asas":
         from coordinator.asas_experiment import parse_times, run_asas_experiment
 
