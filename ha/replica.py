@@ -29,6 +29,7 @@ from ha.stage import HaMode, StageSpec
 from node.codec import RowCodec
 from node.engine.elements import Element
 from node.sections.input import EdgeInput, InputSection
+from node.sections.mqo import MqoSection
 from node.sections.operator import CostSchedule, OperatorSection
 
 
@@ -59,7 +60,7 @@ class StageReplica:
     ) -> None:
         """``consumer_batch``: per output edge id, the batch size B its
         consumer's HA mode asks for."""
-        assert stage.program is not None and stage.output is not None
+        assert (stage.program is not None or stage.mqo is not None) and stage.output is not None
         self.node = node
         self.stage = stage
         self.mode = mode
@@ -76,11 +77,16 @@ class StageReplica:
     def _build(self) -> None:
         """Fresh input and operator sections (and snapshots)."""
         stage = self.stage
-        assert stage.program is not None and stage.output is not None
+        assert stage.output is not None
         edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
         self.inputs = InputSection(edges, exact=True)
         cost = CostSchedule(stage.cost_ms, list(stage.cost_schedule))
-        self.operator = OperatorSection(stage.program, stage.output, cost, lineage=True)
+        self.operator: OperatorSection | MqoSection
+        if stage.mqo is not None:
+            self.operator = MqoSection(stage.mqo, cost)
+        else:
+            assert stage.program is not None
+            self.operator = OperatorSection(stage.program, stage.output, cost, lineage=True)
         self.snapshots = SnapshotLog()
 
     # -- input ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from mqo.stage import MqoStageSpec
 from node.cql import plan
 
 
@@ -66,6 +67,11 @@ class StageSpec(Protocol):
 
     @property
     def program(self) -> plan.Program | None: ...
+
+    @property
+    def mqo(self) -> MqoStageSpec | None:
+        """Instead of a program: seed 003's shared execution of many queries."""
+        ...
 
     @property
     def output(self) -> str | None: ...

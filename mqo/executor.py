@@ -77,10 +77,15 @@ class SharedExecutor:
         patience: int = 1,
         recluster_at: Sequence[int] = (),
         initial_log: ArrivalLog | None = None,
+        value_offset: int = 2,
     ) -> None:
+        """Rows are ``(ts, seq, values...)`` (``value_offset`` 2), or elements
+        ``(ts, lin, sign, values...)`` (3); seq/lin is the row's input position."""
         if not 0.0 < theta <= 1.0:
             raise MqoError(f"theta {theta}: must be in (0, 1]")
-        self.schemas = {s: {"ts": 0, **{c: i + 2 for i, c in enumerate(cols)}} for s, cols in schemas.items()}
+        self.schemas = {
+            s: {"ts": 0, **{c: i + value_offset for i, c in enumerate(cols)}} for s, cols in schemas.items()
+        }
         self.clocks = dict(clocks or {})
         self.method = method
         self.theta = theta
@@ -197,10 +202,30 @@ class SharedExecutor:
     def rows(self, name: str, t: int, combos: Sequence[Combo]) -> list[dict[str, Any]]:
         """Results as JSON objects: ``ts`` and the qualified selected columns."""
         q = self.queries[name]
-        layout = self._layout(tuple(sorted(q.sources)))
+        layout = self.layout(tuple(sorted(q.sources)))
         columns = q.select or tuple(Column(s, c) for s in q.sources for c in self.schemas[s])
         getters = [(str(c), layout.getter(c)) for c in columns]
         return [{"ts": t, **{name: get(combo) for name, get in getters}} for combo in combos]
+
+    def oldest_seq(self) -> int | None:
+        """The smallest input position any state still holds (retained rows,
+        buffered combinations): a replica rebuilt from there, with
+        :meth:`restore_fired`, outputs what this one will."""
+        seqs = [rows[0][1] for rows in self.retention.values() if rows]
+        seqs += [s for f in self.filters.values() if (s := f.oldest_seq()) is not None]
+        return min(seqs) if seqs else None
+
+    def last_fired(self) -> dict[str, int]:
+        return {name: f.fired_at for name, f in self.filters.items()}
+
+    def restore_fired(self, fired: Mapping[str, int]) -> None:
+        """Adopt another replica's last firing times: no query outputs again
+        what it output at or before them."""
+        for name, at in fired.items():
+            f = self.filters.get(name)
+            if f is not None and at > f.fired_at:
+                f.fired_at = at
+                f.exclude_through = at
 
     def clustering(self) -> list[list[str]]:
         return [[n for g in c.groups for n in self.groups[g]] for c in self.clusters]
@@ -319,7 +344,7 @@ class SharedExecutor:
 
     # -- plans and hand-over --------------------------------------------
 
-    def _layout(self, sources: tuple[str, ...]) -> Layout:
+    def layout(self, sources: tuple[str, ...]) -> Layout:
         layout = self._layouts.get(sources)
         if layout is None:
             layout = self._layouts[sources] = Layout(sources, self.schemas)
@@ -369,7 +394,7 @@ class SharedExecutor:
                 right_columns = [rc for _, rc in node_plan.equi]
                 left = self._relation(node_plan.left, left_columns, node_plan.window, pool, taken)
                 right = self._relation(((node_plan.right,), ()), right_columns, node_plan.window, pool, taken)
-            node = JoinNode(node_plan, self._layout, left, right)
+            node = JoinNode(node_plan, self.layout, left, right)
             runtime.nodes[key] = node
         for node in runtime.nodes.values():
             child = runtime.nodes.get(node.plan.left) if len(node.plan.left[0]) > 1 else None
@@ -380,11 +405,13 @@ class SharedExecutor:
             old_filter = self.filters.get(q.name)
             f = QueryFilter(
                 q,
-                self._layout(tuple(sorted(q.sources))),
+                self.layout(tuple(sorted(q.sources))),
                 self.now if q.name in registered else (old_filter.registered_after if old_filter else None),
             )
             if old_filter is not None:
                 f.buffer = old_filter.buffer
+                f.fired_at = old_filter.fired_at
+                f.exclude_through = old_filter.exclude_through
             self.filters[q.name] = f
             top.filters.append(f)
             runtime.top[q.name] = top
@@ -406,7 +433,7 @@ class SharedExecutor:
                 taken.add(id(relation))
                 self.handover.reused += 1
                 return relation
-        relation = Relation(self._layout(key[0]), columns)
+        relation = Relation(self.layout(key[0]), columns)
         if self.now != NEVER:
             self.handover.rebuilt += 1
             relation.insert(self._materialise(key, NEVER if window is None else self.now - window))
@@ -419,7 +446,7 @@ class SharedExecutor:
         items: list[Item] = [(r[0], (r,)) for r in self.retention[sources[0]] if r[0] >= lo]
         for k in range(1, len(sources)):
             so_far = sources[: k + 1]
-            test = self._layout(so_far).test(
+            test = self.layout(so_far).test(
                 [p for p in predicates if p.sources <= set(so_far) and sources[k] in p.sources]
             )
             rows = [r for r in self.retention[sources[k]] if r[0] >= lo]

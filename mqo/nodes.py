@@ -42,6 +42,12 @@ class Batch:
 
     keys: list[int]
     items: list[Item]
+    _oldest: int | None = None
+
+    def oldest_seq(self) -> int:
+        if self._oldest is None:
+            self._oldest = min(r[1] for _, combo in self.items for r in combo)
+        return self._oldest
 
 
 class QueryFilter:
@@ -53,6 +59,10 @@ class QueryFilter:
         self.registered_after = registered_after
         self.test = layout.test(query.filters)
         self.buffer: list[Batch] = []
+        self.fired_at = NEVER
+        # After a replica rebuilt its state from a later cut: what the query
+        # output before (at fired_at) must not be output again.
+        self.exclude_through: int | None = None
 
     def fire(self, now: int) -> list[Combo]:
         lo = NEVER if self.query.window is None else now - self.query.window
@@ -66,7 +76,17 @@ class QueryFilter:
         if self.test is not None:
             test = self.test
             out = [c for c in out if test(c)]
+        if self.exclude_through is not None:
+            bound = self.exclude_through
+            out = [c for c in out if max(r[0] for r in c) > bound]
+            self.exclude_through = None
+        self.fired_at = now
         return out
+
+    def oldest_seq(self) -> int | None:
+        """The smallest row seq (input position) among the buffered combinations."""
+        seqs = [b.oldest_seq() for b in self.buffer]
+        return min(seqs) if seqs else None
 
 
 class JoinNode:

@@ -32,7 +32,7 @@ def reference_results(
     times: set[int] = set()
     for m in query.masters:
         if m in clocks:
-            times.update(clocks[m].ticks(start, stop))
+            times.update(clocks[m].ticks(max(start, -1), stop))  # event time starts at 0
         else:
             times.update(r[0] for r in streams.get(m, ()) if start < r[0] <= stop)
     sources = sorted(query.sources)

@@ -151,7 +151,11 @@ class NodeDaemon:
             assert stage is not None
             e = stage.inputs[0]
             sink = SinkRole(
-                name, EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)), self.metrics, run_dir
+                name,
+                EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)),
+                self.metrics,
+                run_dir,
+                stage.sink.split_by if stage.sink is not None else None,
             )
             self.serving = sink
             self._open_inputs(stage, sink)

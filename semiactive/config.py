@@ -171,6 +171,29 @@ class CostPhase(_Model):
     cost_ms: Annotated[float, Field(ge=0, le=1000)]
 
 
+class MqoConfig(_Model):
+    """Seed 003: many MASTER / WINDOW SIZE queries run with shared window
+    joins, re-clustered as arrival patterns change (docs/mqo.md). Give the
+    queries inline or in a file (relative to this file)."""
+
+    queries: str | None = None
+    queries_file: str | None = None
+    method: Literal["dynamic", "static", "single", "none"] = "dynamic"
+    theta: Annotated[float, Field(gt=0, le=1)] = 0.5
+    log_period_ms: Annotated[int, Field(ge=1)] = 10_000
+    recluster_every_ms: Annotated[int | None, Field(ge=1)] = None
+    patience: Annotated[int, Field(ge=1)] = 1
+    clocks: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*=\d+(\+\d+)?$")]] = Field(
+        default_factory=list
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MqoConfig:
+        if (self.queries is None) == (self.queries_file is None):
+            raise ValueError("give exactly one of queries and queries_file")
+        return self
+
+
 class StageConfig(_Model):
     """One operator partition: a CQL program run by a primary process (and,
     when protected, a secondary). The stage's output stream is its output
@@ -180,6 +203,7 @@ class StageConfig(_Model):
     node: Annotated[str, Field(pattern=NAME)]
     query: str | None = None
     query_file: str | None = None
+    mqo: MqoConfig | None = None
     output: Annotated[str | None, Field(pattern=IDENT)] = None
     cost_ms: Annotated[float, Field(ge=0, le=1000)] = 0.0
     cost_schedule: list[CostPhase] = Field(default_factory=list)
@@ -187,8 +211,10 @@ class StageConfig(_Model):
 
     @model_validator(mode="after")
     def _one_query(self) -> StageConfig:
-        if (self.query is None) == (self.query_file is None):
-            raise ValueError("give exactly one of query and query_file")
+        if sum(x is not None for x in (self.query, self.query_file, self.mqo)) != 1:
+            raise ValueError("give exactly one of query, query_file and mqo")
+        if self.mqo is not None and self.output is None:
+            raise ValueError("an mqo stage needs output: the name of the stream of its queries' results")
         starts = [p.at_s for p in self.cost_schedule]
         if starts != sorted(starts):
             raise ValueError("cost_schedule phases must be in increasing at_s order")
@@ -200,6 +226,9 @@ class SinkConfig(_Model):
 
     name: Annotated[str, Field(pattern=NAME)]
     input: Annotated[str, Field(pattern=IDENT)]
+    # Also write one file per value of this text column (an MQO stage's
+    # ``query``): sink/<name>/<value>.jsonl.
+    split_by: Annotated[str | None, Field(pattern=IDENT)] = None
 
 
 class Endpoint(_Model):

@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ha.stage import HaMode
+from mqo.clocks import ClockError, daily_clock, parse_clock
+from mqo.executor import Method, MqoError, SharedExecutor
+from mqo.query import parse_queries
+from mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
 from node.cql import CqlError, compile_program, parse, plan
 from node.cql import ast as cql_ast
 from node.sources import wire_size
@@ -64,6 +68,7 @@ class Stage:
     schema: plan.Schema | None = None
     kind: plan.Kind = plan.Kind.STREAM
     program: plan.Program | None = None
+    mqo: MqoStageSpec | None = None  # instead of a program: seed 003's shared execution
     query_text: str = ""
     query_file: str = ""
     inputs: list[Edge] = field(default_factory=list)
@@ -217,6 +222,9 @@ class _Resolver:
             self.add_stream(src.stream, src.name, schema, plan.Kind.STREAM, "sources", i, "stream")
         parsed = self._parse_stages()
         self._compile_stages(parsed)
+        for i, st in enumerate(cfg.stages):
+            if st.mqo is not None:
+                self._compile_mqo(i, st)
         for i, sink in enumerate(cfg.sinks):
             if sink.input not in self.streams:
                 raise self.error(
@@ -225,6 +233,16 @@ class _Resolver:
                     i,
                     "input",
                 )
+            if sink.split_by is not None:
+                schema = self.schemas[sink.input][0]
+                column = next((c for c in schema.columns if c.name == sink.split_by), None)
+                if column is None or not column.type.is_text:
+                    raise self.error(
+                        f"stream {sink.input} has no text column {sink.split_by!r} to split by",
+                        "sinks",
+                        i,
+                        "split_by",
+                    )
             self.add_stage(Stage(sink.name, "sink", sink.name, sink=sink), "sinks", i, "name")
             self.add_node(sink.name, NodeRole.SINK, sink.name, "sinks", i, "name")
         for i, spare in enumerate(cfg.spares):
@@ -238,6 +256,8 @@ class _Resolver:
     def _parse_stages(self) -> list[tuple[int, StageConfig, cql_ast.Program, str, str]]:
         out = []
         for i, st in enumerate(self.cfg.stages):
+            if st.mqo is not None:
+                continue
             if st.query_file is not None:
                 try:
                     text = self.loaded.read_relative(st.query_file)
@@ -255,6 +275,100 @@ class _Resolver:
                 raise self._cql_error(exc, i, st) from None
             out.append((i, st, tree, text, file))
         return out
+
+    def _compile_mqo(self, i: int, st: StageConfig) -> None:
+        """An MQO stage (seed 003): its queries, input streams, clocks and
+        output schema (``query``, then the columns every query selects)."""
+        cfg = st.mqo
+        assert cfg is not None and st.output is not None
+        where: tuple[Any, ...] = (
+            "stages",
+            i,
+            "mqo",
+            "queries" if cfg.queries is not None else "queries_file",
+        )
+        if cfg.queries_file is not None:
+            try:
+                text = self.loaded.read_relative(cfg.queries_file)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise self.error(f"cannot read {cfg.queries_file}: {exc}", *where) from None
+            file = str(self.loaded.path.parent / cfg.queries_file)
+        else:
+            text, file = cfg.queries or "", str(self.loaded.path)
+        try:
+            queries = parse_queries(text, file)
+        except CqlError as exc:
+            if cfg.queries_file is not None:
+                raise ConfigError(str(exc), "", None, "") from None
+            raise self.error(
+                f"{exc.message} (queries line {exc.line}, column {exc.column})", *where
+            ) from None
+        if not queries:
+            raise self.error("no CREATE statement", *where)
+        try:
+            clocks = {c.name: c for c in map(parse_clock, cfg.clocks)}
+        except ClockError as exc:
+            raise self.error(str(exc), "stages", i, "mqo", "clocks") from None
+        schemas: dict[str, tuple[str, ...]] = {}
+        types: dict[tuple[str, str], plan.SqlType] = {}
+        for q in queries:
+            for name in (*q.sources, *q.masters):
+                if name in clocks or name in schemas:
+                    continue
+                if name not in self.schemas:
+                    daily = daily_clock(name) if name in q.masters else None
+                    if daily is None:
+                        known = ", ".join(sorted(self.schemas))
+                        raise self.error(f"query {q.name}: no stream {name!r} (known: {known})", *where)
+                    clocks[name] = daily
+                    continue
+                schema, kind = self.schemas[name]
+                if kind is not plan.Kind.STREAM:
+                    raise self.error(f"query {q.name}: {name!r} is a relation; MQO reads streams", *where)
+                schemas[name] = schema.names
+                types[(name, "ts")] = plan.INTEGER
+                types.update({(name, c.name): c.type for c in schema.columns})
+        spec = MqoStageSpec(
+            tuple(queries),
+            schemas,
+            (),
+            clocks,
+            Method(cfg.method),
+            cfg.theta,
+            cfg.log_period_ms,
+            cfg.recluster_every_ms,
+            cfg.patience,
+        )
+        try:
+            columns = output_columns(queries, schemas)
+            SharedExecutor(queries, schemas, clocks)  # unknown columns and masters, named
+        except MqoError as exc:
+            raise self.error(str(exc), *where) from None
+        spec = dataclasses.replace(spec, columns=columns)
+        schema = plan.Schema(
+            (
+                plan.Column("query", plan.char(MAX_QUERY_NAME)),
+                *(plan.Column(str(c), types[(c.source, c.name)]) for c in columns),
+            )
+        )
+        stage = Stage(
+            st.name,
+            "stage",
+            st.node,
+            secondary=st.ha.secondary if st.ha.mode != "none" else None,
+            output=st.output,
+            schema=schema,
+            kind=plan.Kind.STREAM,
+            mqo=spec,
+            query_text=text,
+            query_file=file,
+            config=st,
+        )
+        self.add_stage(stage, "stages", i, "name")
+        self.add_node(st.node, NodeRole.PRIMARY, st.name, "stages", i, "node")
+        if stage.secondary:
+            self.add_node(stage.secondary, NodeRole.SECONDARY, st.name, "stages", i, "ha", "secondary")
+        self.add_stream(st.output, st.name, schema, plan.Kind.STREAM, "stages", i, "output")
 
     def _cql_error(self, exc: CqlError, i: int, st: StageConfig) -> ConfigError:
         """Position a CQL error in the YAML file when the query is inline."""
@@ -344,7 +458,9 @@ class _Resolver:
     def _edges(self) -> list[Edge]:
         edges: list[Edge] = []
         for stage in self.stages.values():
-            if stage.role == "stage":
+            if stage.role == "stage" and stage.mqo is not None:
+                names = stage.mqo.inputs
+            elif stage.role == "stage":
                 assert stage.program is not None
                 names = [n for n in stage.program.scans if n in self.streams]
             elif stage.role == "sink":

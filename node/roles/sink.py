@@ -5,13 +5,16 @@ to ``<run-dir>/sink/<name>.jsonl``. It also measures source-to-sink latency
 
 from __future__ import annotations
 
+import re
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from ha.resync import ResyncPoint
 from node import clock
 from node.atomic_file import write_json
+from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
 from node.metrics import NodeMetrics
@@ -19,7 +22,14 @@ from node.sections.input import EdgeInput
 
 
 class SinkRole:
-    def __init__(self, name: str, edge: EdgeInput, metrics: NodeMetrics, run_dir: Path | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        edge: EdgeInput,
+        metrics: NodeMetrics,
+        run_dir: Path | None,
+        split_by: str | None = None,
+    ) -> None:
         self.name = name
         self.edge = edge
         self.metrics = metrics
@@ -36,6 +46,9 @@ class SinkRole:
             self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
             # One line per delivered batch: wall time, first seq, count (output gaps).
             self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("w", buffering=1 << 14)
+        self.split: SplitFiles | None = None
+        if run_dir is not None and split_by is not None:
+            self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
 
     def start(self, t0: float) -> None:
         self.t0 = t0
@@ -66,6 +79,8 @@ class SinkRole:
             if self._out is not None:
                 self._out.write("".join([fmt(r[1], r) for r in rows]))
                 self._out.flush()
+            if self.split is not None:
+                self.split.write(rows, fmt)
             if self._arrivals is not None:
                 self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
             self.delivered += len(rows)
@@ -84,6 +99,8 @@ class SinkRole:
         return self.edge.end_of_stream and not self.edge.pending
 
     def close(self) -> None:
+        if self.split is not None:
+            self.split.close()
         if self._arrivals is not None:
             self._arrivals.close()
             self._arrivals = None
@@ -104,3 +121,44 @@ class SinkRole:
         report["max_ms"] = data[-1] * 1000 if data else None
         (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
         write_json(self.run_dir / "telemetry" / f"{self.name}.latency.json", report)
+
+
+class SplitFiles:
+    """One JSON Lines file per value of a text column (``split_by``); values
+    that are not identifiers (a peer's garbage) go to no file, only counted."""
+
+    LIMIT = 4096  # open files
+
+    def __init__(self, directory: Path, schema: plan.Schema, column: str) -> None:
+        if column not in schema.names or not schema.columns[schema.names.index(column)].type.is_text:
+            raise ValueError(f"split_by {column!r}: the stream has no text column of that name")
+        self.directory = directory
+        self.index = 3 + schema.names.index(column)
+        self.files: dict[str, IO[str]] = {}
+        self.rejected = 0
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, rows: list[Element], fmt: Callable[[int, Element], str]) -> None:
+        lines: dict[str, list[str]] = {}
+        for r in rows:
+            value = r[self.index]
+            if not isinstance(value, str) or not _SPLIT_VALUE.match(value):
+                self.rejected += 1
+                continue
+            lines.setdefault(value, []).append(fmt(r[1], r))
+        for value, text in lines.items():
+            f = self.files.get(value)
+            if f is None:
+                if len(self.files) >= self.LIMIT:
+                    self.rejected += len(text)
+                    continue
+                f = self.files[value] = (self.directory / f"{value}.jsonl").open("a", buffering=1 << 14)
+            f.write("".join(text))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
+
+
+_SPLIT_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
