@@ -29,7 +29,7 @@ import numpy as np
 
 from mqo.clocks import Clock
 from mqo.grouping import base_groups, cluster, may_share_base_group, min_similarity
-from mqo.nodes import NEVER, ClusterRuntime, JoinNode, JoinStats, QueryFilter
+from mqo.nodes import NEVER, Batch, ClusterRuntime, JoinNode, JoinStats, QueryFilter
 from mqo.plan import ContentKey, NodePlan, plan_cluster
 from mqo.query import Column, ContinuousQuery
 from mqo.relations import Combo, Item, Layout, Relation, Row
@@ -107,6 +107,12 @@ class SharedExecutor:
         self._layouts: dict[tuple[str, ...], Layout] = {}
         self.arrival_log: dict[str, deque[int]] = {}
         self.retention: dict[str, deque[Row]] = {}
+        # While True, retained rows are kept whatever the windows (a replica
+        # rebuilding its state may learn of wider queries at the end).
+        self.hold_retention = False
+        self._registered_after: dict[str, int] = {}
+        for stream in self.schemas:
+            self.retention[stream] = deque()
         for q in queries:
             self._check(q)
             self.queries[q.name] = q
@@ -115,13 +121,16 @@ class SharedExecutor:
 
     # -- registration -------------------------------------------------
 
-    def add(self, query: ContinuousQuery) -> None:
-        """Register ``query`` at the current instant: it sees rows that arrive
-        after it, and joins the base group (hence cluster) it fits, if any."""
+    def add(self, query: ContinuousQuery, registered_after: int | None = None) -> None:
+        """Register ``query`` after instant ``registered_after`` (default: the
+        current one): it sees rows that arrive after it and fires at master
+        arrivals after it. It joins the base group (hence cluster) it fits,
+        if any; the other clusters are not touched."""
         if query.name in self.queries:
             raise MqoError(f"query {query.name!r} is registered already")
         self._check(query)
         self.queries[query.name] = query
+        self._registered_after[query.name] = self.now if registered_after is None else registered_after
         target = self._group_for(query)
         if target is None:
             gid = self._new_group([query.name])
@@ -136,6 +145,25 @@ class SharedExecutor:
             groupings = [old[0].groups]
         self._replan(old, groupings, f"add {query.name}", registered={query.name})
 
+    def seed(self, name: str, fired_at: int) -> None:
+        """Give a query registered while this replica was rebuilding its state
+        the combinations it would hold had it seen them: everything in its
+        window after ``fired_at``, joined again from the retained rows."""
+        f = self.filters[name]
+        q = f.query
+        lo = self.now - q.window if q.window is not None else NEVER
+        if f.registered_after is not None:
+            lo = max(lo, f.registered_after + 1)
+        key = self.clusters_top_key(name)
+        items = [item for item in self._materialise(key, lo) if max(r[0] for r in item[1]) > fired_at]
+        items.sort(key=lambda item: item[0])
+        f.buffer = [Batch([item[0] for item in items], items)] if items else []
+        f.fired_at = fired_at
+        f.exclude_through = None
+
+    def clusters_top_key(self, name: str) -> ContentKey:
+        return next(c.top[name].plan.key for c in self.clusters if name in c.top)
+
     def remove(self, name: str) -> None:
         if name not in self.queries:
             raise MqoError(f"no registered query {name!r}")
@@ -144,6 +172,7 @@ class SharedExecutor:
         self.groups[gid].remove(name)
         del self.queries[name]
         del self.filters[name]
+        self._registered_after.pop(name, None)
         groups = old.groups
         if not self.groups[gid]:
             del self.groups[gid]
@@ -406,7 +435,9 @@ class SharedExecutor:
             f = QueryFilter(
                 q,
                 self.layout(tuple(sorted(q.sources))),
-                self.now if q.name in registered else (old_filter.registered_after if old_filter else None),
+                self._registered_after.get(q.name)
+                if q.name in registered
+                else (old_filter.registered_after if old_filter else None),
             )
             if old_filter is not None:
                 f.buffer = old_filter.buffer
@@ -488,6 +519,8 @@ class SharedExecutor:
             self.retention.setdefault(s, deque())
 
     def _trim_retention(self, t: int) -> None:
+        if self.hold_retention:
+            return
         for s, rows in self.retention.items():
             w = self.widest.get(s, 0)
             if w is None:

@@ -12,15 +12,16 @@ seqs whatever its own clustering history.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from mqo.clocks import Clock
 from mqo.executor import Method, MqoError
-from mqo.query import Column, ContinuousQuery
+from mqo.query import Column, ContinuousQuery, parse_query
 from mqo.reference import reference_results
-from mqo.relations import Combo, Layout
+from mqo.relations import Combo, Layout, Row
+from node.cql.errors import CqlError
 
 MAX_QUERY_NAME = 64
 
@@ -36,11 +37,12 @@ class MqoStageSpec:
     log_period: int = 10_000
     check_every: int | None = None
     patience: int = 1
+    registry: str | None = None  # the stream of registrations, if queries come and go
 
     @property
     def inputs(self) -> list[str]:
-        """Every stream the stage reads (sources and master streams), sorted."""
-        names = {s for q in self.queries for s in (*q.sources, *q.masters) if s not in self.clocks}
+        """Every stream the stage reads (sources, master streams, the registry), sorted."""
+        names = set(self.schemas) | ({self.registry} if self.registry else set())
         return sorted(names)
 
 
@@ -77,36 +79,101 @@ def canonical(results: Mapping[str, list[Combo]]) -> list[tuple[str, Combo]]:
     return out
 
 
+def check_registration(
+    spec: MqoStageSpec, live: Set[str], op: str, name: str, text: str
+) -> tuple[ContinuousQuery | None, str | None]:
+    """A registration row judged as every replica judges it: the query to
+    add (None for a removal), or why it is refused."""
+    if op == "remove":
+        return (None, None) if name in live else (None, f"no registered query {name!r}")
+    if op != "add":
+        return None, f"unknown operation {op!r} (add, remove)"
+    try:
+        q = parse_query(text, "<registration>")
+    except CqlError as exc:
+        return None, str(exc)
+    if q.name != name:
+        return None, f"the text defines {q.name!r}, not {name!r}"
+    if name in live:
+        return None, f"query {name!r} is registered already"
+    if len(name) > MAX_QUERY_NAME:
+        return None, f"names in a cluster stage have at most {MAX_QUERY_NAME} characters"
+    for stream in (*q.sources, *(m for m in q.masters if m not in spec.clocks)):
+        if stream not in spec.schemas:
+            return None, f"{stream!r} is no stream this stage reads ({', '.join(spec.schemas)})"
+    columns = [*(q.select or ()), *(o for p in q.where for o in (p.left, p.right) if isinstance(o, Column))]
+    for col in columns:
+        if col.name != "ts" and col.name not in spec.schemas[col.source]:
+            return None, f"{col}: {col.source} has no column {col.name!r}"
+    if output_columns([q], spec.schemas) != spec.columns:
+        return None, "it selects other columns than the stage's output"
+    return q, None
+
+
 class OutputRows:
     """Output rows ``(ts, lin, +1, query, columns...)`` from results whose
     rows are elements (values from index ``value_offset``)."""
 
-    def __init__(self, spec: MqoStageSpec, value_offset: int = 3) -> None:
+    def __init__(
+        self, spec: MqoStageSpec, value_offset: int = 3, queries: Sequence[ContinuousQuery] = ()
+    ) -> None:
+        self.spec = spec
         self.schemas = {
             s: {"ts": 0, **{c: i + value_offset for i, c in enumerate(cols)}}
             for s, cols in spec.schemas.items()
         }
-        self.getters = {}
-        for q in spec.queries:
-            layout = Layout(tuple(sorted(q.sources)), self.schemas)
-            self.getters[q.name] = [layout.getter(c) for c in spec.columns]
+        self.getters: dict[tuple[str, ...], list[Callable[[Combo], Any]]] = {}
+        self.sources: dict[str, tuple[str, ...]] = {}
+        for q in (*spec.queries, *queries):
+            self.track(q)
+
+    def track(self, query: ContinuousQuery) -> None:
+        """Know how to read the results of ``query`` (one registered later too)."""
+        sources = tuple(sorted(query.sources))
+        self.sources[query.name] = sources
+        if sources not in self.getters:
+            layout = Layout(sources, self.schemas)
+            self.getters[sources] = [layout.getter(c) for c in self.spec.columns]
 
     def rows(self, t: int, results: Mapping[str, list[Combo]]) -> list[tuple[Any, ...]]:
+        getters, sources = self.getters, self.sources
         return [
-            (t, min(r[1] for r in combo), 1, name, *(get(combo) for get in self.getters[name]))
+            (t, min(r[1] for r in combo), 1, name, *(get(combo) for get in getters[sources[name]]))
             for name, combo in canonical(results)
         ]
 
 
+Life = tuple[ContinuousQuery, int | None, int | None]  # query, registered after, removed at
+
+
 def reference_output(
-    spec: MqoStageSpec, streams: Mapping[str, Sequence[Combo]], end: int
+    spec: MqoStageSpec, streams: Mapping[str, Sequence[Row]], end: int
 ) -> list[tuple[Any, ...]]:
     """The stage's output computed by :mod:`mqo.reference` from complete
-    input streams of elements: what a sink of the stage must hold."""
-    rows = OutputRows(spec)
-    at: dict[int, dict[str, list[Combo]]] = defaultdict(dict)
+    input streams of elements, registrations included: what a sink of the
+    stage must hold. A query registered at t sees what arrives after t; one
+    removed at t fires last before t."""
+    lives: list[Life] = []
+    live: dict[str, int] = {}
     for q in spec.queries:
-        for s, combos in reference_results(q, streams, rows.schemas, spec.clocks, end):
+        live[q.name] = len(lives)
+        lives.append((q, None, None))
+    registry = sorted(streams.get(spec.registry, ()) if spec.registry else (), key=lambda e: (e[0], e[1]))
+    for row in registry:
+        t, op, name, text = row[0], row[3], row[4], row[5]
+        query, refused = check_registration(spec, set(live), op, name, text)
+        if refused is not None:
+            continue
+        if query is None:
+            i = live.pop(name)
+            lives[i] = (lives[i][0], lives[i][1], t - 1)
+        else:
+            live[name] = len(lives)
+            lives.append((query, t, None))
+    rows = OutputRows(spec, queries=[q for q, _, _ in lives])
+    at: dict[int, dict[str, list[Combo]]] = defaultdict(dict)
+    for q, after, removed in lives:
+        for s, combos in reference_results(q, streams, rows.schemas, spec.clocks, end, after, removed):
             if combos:
                 at[s][q.name] = combos
     return [row for t in sorted(at) for row in rows.rows(t, at[t])]

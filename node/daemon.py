@@ -431,7 +431,7 @@ class NodeDaemon:
         pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(self.accept, self.on_ack), server)
         cpb_grpc.add_ControlServicer_to_server(ControlServicer(self), server)
         health = Health(server)
-        if self.source is not None and self.source.config.kind == "ingest":
+        if self.source is not None and self.source.config.kind in ("ingest", "registry"):
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
         if not self.network.listen(server, self.listen):
             raise StartupError(f"cannot listen on {self.listen} (is the port in use?)")

@@ -27,6 +27,9 @@ from pydantic import (
 from node.errors import UserError
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+# A registry source (kind: registry) carries MQO registrations: ``semiactive
+# query add/remove`` push them; an MQO stage reading the stream applies them.
+REGISTRY_SCHEMA = {"op": "char(8)", "name": "char(64)", "text": "char(4000)"}
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TYPE = r"^(integer|int|float|byte|char\(\s*[1-9][0-9]*\s*\))$"
 
@@ -64,7 +67,7 @@ class SourceConfig(_Model):
 
     name: Annotated[str, Field(pattern=NAME)]
     stream: Annotated[str, Field(pattern=IDENT)]
-    kind: Literal["synthetic", "file", "ingest"] = "synthetic"
+    kind: Literal["synthetic", "file", "ingest", "registry"] = "synthetic"
     schema_: Annotated[dict[str, Annotated[str, Field(pattern=TYPE)]], Field(alias="schema")] = Field(
         default_factory=lambda: {"id": "integer", "val": "integer"}
     )
@@ -94,6 +97,16 @@ class SourceConfig(_Model):
         if starts != sorted(starts) or starts[0] != 0:
             raise ValueError("phases must start at at_s 0 and be in increasing at_s order")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _registry_schema(cls, data: Any) -> Any:
+        """A registry source's columns are fixed (the MQO registrations)."""
+        if isinstance(data, dict) and data.get("kind") == "registry":
+            if "schema" in data:
+                raise ValueError("a registry source has a fixed schema (op, name, text): remove schema")
+            data = {**data, "schema": dict(REGISTRY_SCHEMA)}
+        return data
 
     @model_validator(mode="after")
     def _file(self) -> SourceConfig:
@@ -186,6 +199,8 @@ class MqoConfig(_Model):
     clocks: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*=\d+(\+\d+)?$")]] = Field(
         default_factory=list
     )
+    # A stream of a registry source: queries added and removed while running.
+    registry: Annotated[str | None, Field(pattern=IDENT)] = None
 
     @model_validator(mode="after")
     def _one_source(self) -> MqoConfig:

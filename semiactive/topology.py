@@ -328,6 +328,18 @@ class _Resolver:
                 schemas[name] = schema.names
                 types[(name, "ts")] = plan.INTEGER
                 types.update({(name, c.name): c.type for c in schema.columns})
+        if cfg.registry is not None:
+            producer = self.stages.get(self.streams.get(cfg.registry, ""))
+            if producer is None or producer.source is None or producer.source.kind != "registry":
+                raise self.error(
+                    f"{cfg.registry!r} is no stream of a registry source (kind: registry)",
+                    "stages",
+                    i,
+                    "mqo",
+                    "registry",
+                )
+            if cfg.registry in schemas:
+                raise self.error(f"queries read the registry stream {cfg.registry!r}", *where)
         spec = MqoStageSpec(
             tuple(queries),
             schemas,
@@ -338,6 +350,7 @@ class _Resolver:
             cfg.log_period_ms,
             cfg.recluster_every_ms,
             cfg.patience,
+            cfg.registry,
         )
         try:
             columns = output_columns(queries, schemas)

@@ -40,6 +40,7 @@ from semiactive.config import SourceConfig
 log = logging.getLogger(__name__)
 
 NEVER = -(2**62)
+REGISTRY_TICK_S = 0.05
 
 
 class SourceRole:
@@ -89,6 +90,8 @@ class SourceRole:
                 await self._synthetic()
             elif self.config.kind == "file":
                 await self._file()
+            elif self.config.kind == "registry":
+                await self._registry()
             else:
                 await self.stopping.wait()
         except SourceDataError as exc:
@@ -145,6 +148,17 @@ class SourceRole:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), timeout=min(wait_ms, 50) / 1000)
 
+    async def _registry(self) -> None:
+        """A registry's event time is the wall clock: its watermark follows
+        it, so that the stages reading it never wait for a registration."""
+        while not self.stopping.is_set():
+            await self.outbound.wait_room()
+            now = int(self.elapsed_ms()) - 1
+            if now > self.watermark:
+                self._emit([], now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), timeout=REGISTRY_TICK_S)
+
     async def _file(self) -> None:
         assert self.config.path is not None
         rows = read_rows(self.config.path, self.schema, plan.Kind.STREAM)
@@ -183,10 +197,18 @@ class SourceRole:
         elements: list[Element] = []
         seq = self.log.head
         floor = self.watermark
+        registry = self.config.kind == "registry"
+        if registry and (watermark is not None or eos):
+            raise SourceDataError("a registry takes no watermark or end of stream: it follows the clock")
         for i, row in enumerate(rows):
             where = f"row {i}"
             if not isinstance(row, dict):
                 raise SourceDataError(f"{where}: expected a JSON object")
+            if registry:  # the registry stamps registrations with its own clock
+                row = {
+                    **row,
+                    "ts": max(int(self.elapsed_ms()), floor + 1, elements[-1][0] if elements else 0),
+                }
             try:
                 ts = int(row["ts"])
                 if isinstance(row["ts"], bool) or ts != row["ts"]:

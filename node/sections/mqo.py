@@ -13,14 +13,40 @@ what its queries output before.
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 
 from mqo.executor import SharedExecutor
-from mqo.stage import MqoStageSpec, OutputRows
+from mqo.nodes import NEVER
+from mqo.query import parse_query
+from mqo.stage import MqoStageSpec, OutputRows, check_registration
 from node.engine.elements import VALUES, Element
 from node.engine.engine import BEFORE_TIME, check_order
 from node.sections.operator import CostSchedule
+
+log = logging.getLogger(__name__)
+_CHUNK = 7  # bytes per packed counter value: non-negative and below 2**56
+
+
+def pack_text(text: str) -> tuple[int, ...]:
+    """Text as counter values (the resync point carries only integers)."""
+    data = text.encode()
+    return (len(data), *(int.from_bytes(data[i : i + _CHUNK], "big") for i in range(0, len(data), _CHUNK)))
+
+
+def unpack_text(values: Sequence[int]) -> str:
+    if not values or values[0] < 0 or len(values) - 1 != -(-values[0] // _CHUNK):
+        raise ValueError("malformed packed text")
+    size = values[0]
+    parts = []
+    for i, v in enumerate(values[1:]):
+        n = min(_CHUNK, size - i * _CHUNK)
+        if not 0 <= v < 1 << (8 * n):
+            raise ValueError("malformed packed text")
+        parts.append(v.to_bytes(n, "big"))
+    return b"".join(parts).decode()
 
 
 class MqoEngine:
@@ -42,10 +68,23 @@ class MqoEngine:
         self.names = sorted(q.name for q in spec.queries)
         self.time = BEFORE_TIME
         self.pending: dict[int, dict[str, list[Element]]] = {}
+        self.registrations: dict[int, list[Element]] = {}
         self.output = OutputRows(spec, VALUES)
+        self.runtime: dict[str, tuple[str, int]] = {}  # registered while running: text, after
+        self.removed: list[str] = []  # configured queries removed while running
+        self.refused: list[tuple[int, str, str]] = []  # (instant, name, why)
+        self._blob: tuple[int, ...] | None = None
+        # Rows are kept until the HA layer first reads the state: a replica
+        # rebuilding from a cut may learn of wider registered queries at the end.
+        self.executor.hold_retention = True
 
     def push(self, name: str, elements: Sequence[Element]) -> None:
         if not elements:
+            return
+        if name == self.spec.registry:
+            check_order(name, elements, self.time, None)
+            for e in elements:
+                self.registrations.setdefault(e[0], []).append(e)
             return
         if name not in self.spec.schemas:
             raise KeyError(f"the MQO stage has no input named {name!r}")
@@ -63,11 +102,14 @@ class MqoEngine:
         if watermark <= self.time:
             return []
         instants = {t for t in self.pending if t <= watermark}
+        instants.update(t for t in self.registrations if t <= watermark)
         start = -1 if self.time == BEFORE_TIME else self.time  # event time starts at 0
         for clock in self.spec.clocks.values():
             instants.update(clock.ticks(start, watermark))
         out: list[Element] = []
         for t in sorted(instants):
+            for registration in sorted(self.registrations.pop(t, []), key=lambda e: e[1]):
+                self._register(t, *registration[VALUES : VALUES + 3])
             arrivals = self.pending.pop(t, {})
             for stream in arrivals:
                 arrivals[stream].sort(key=lambda e: e[1])
@@ -77,7 +119,26 @@ class MqoEngine:
         self.time = watermark
         return out
 
+    def _register(self, t: int, op: str, name: str, text: str) -> None:
+        """Apply one registration at instant ``t``, before its arrivals. A bad
+        one is refused the same way by every replica (and logged)."""
+        query, refused = check_registration(self.spec, set(self.executor.queries), op, name, text)
+        if refused is not None:
+            self.refused.append((t, name, refused))
+            log.warning("refused registration %s of %s at %d: %s", op, name, t, refused)
+            return
+        if query is None:
+            self.executor.remove(name)
+            if self.runtime.pop(name, None) is None:
+                self.removed.append(name)
+        else:
+            self.executor.add(query, registered_after=t)
+            self.output.track(query)
+            self.runtime[name] = (text, t)
+        self._blob = None
+
     def state_low(self) -> int | None:
+        self.executor.hold_retention = False
         lows = [e[1] for rows in self.pending.values() for es in rows.values() for e in es[:1]]
         held = self.executor.oldest_seq()
         if held is not None:
@@ -85,13 +146,58 @@ class MqoEngine:
         return min(lows) if lows else None
 
     def counters(self) -> tuple[tuple[int, ...], ...]:
+        """Last firing of every configured query; the registrations made while
+        running (packed JSON); last firing of each registered query."""
+        self.executor.hold_retention = False
         fired = self.executor.last_fired()
-        return (tuple(fired[n] for n in self.names),)
+        if self._blob is None:
+            state = {
+                "add": [[n, text, after] for n, (text, after) in self.runtime.items()],
+                "removed": self.removed,
+            }
+            self._blob = pack_text(json.dumps(state, separators=(",", ":")))
+        return (
+            tuple(fired.get(n, NEVER) for n in self.names),
+            self._blob,
+            tuple(fired[n] for n in self.runtime),
+        )
 
     def restore_counters(self, values: Sequence[tuple[int, ...]]) -> dict[str, list[Element]]:
-        if len(values) != 1 or len(values[0]) != len(self.names):
+        """Adopt a replica's state after rebuilding from its cut: the
+        registrations made before the cut, and every query's last firing."""
+        try:
+            configured, blob, runtime_fired = values
+            state = json.loads(unpack_text(blob))
+            added = [(str(n), str(text), int(after)) for n, text, after in state["add"]]
+            removed = [str(n) for n in state["removed"]]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"counter snapshot does not match this MQO stage: {exc}") from None
+        if len(configured) != len(self.names) or len(runtime_fired) != len(added):
             raise ValueError("counter snapshot does not match this MQO stage")
-        self.executor.restore_fired(dict(zip(self.names, values[0], strict=True)))
+        ex = self.executor
+        for name in removed:
+            if name in ex.queries and name not in self.runtime:
+                ex.remove(name)
+        self.removed = removed
+        wanted = {n: (text, after) for n, text, after in added}
+        for name in [n for n in self.runtime if wanted.get(n) != self.runtime[n]]:
+            ex.remove(name)
+            del self.runtime[name]
+        fired = dict(zip(self.names, configured, strict=True))
+        for (name, text, after), at in zip(added, runtime_fired, strict=True):
+            if name in self.runtime:
+                fired[name] = at
+                continue
+            if name in ex.queries:  # a configured query this replica still has
+                ex.remove(name)
+            query = parse_query(text, "<registration>")
+            ex.add(query, registered_after=after)
+            self.output.track(query)
+            ex.seed(name, at)
+            self.runtime[name] = (text, after)
+        ex.restore_fired({n: at for n, at in fired.items() if n in ex.queries})
+        ex.hold_retention = False
+        self._blob = None
         return {}
 
 
