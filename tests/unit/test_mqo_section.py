@@ -57,9 +57,7 @@ def _events(rng: random.Random, end: int) -> list[tuple[int, str, tuple[Any, ...
         for stream in ("Quote", "News", "M", "reg"):
             chance = {"Quote": 0.7, "News": 0.7, "M": 0.1, "reg": 0.04}[stream]
             for _ in range(rng.choice([1, 1, 2]) if rng.random() < chance else 0):
-                if stream == "Quote":
-                    events.append((t, stream, (rng.randrange(4), rng.randrange(100))))
-                elif stream == "News":
+                if stream in ("Quote", "News"):
                     events.append((t, stream, (rng.randrange(4), rng.randrange(100))))
                 elif stream == "M":
                     events.append((t, stream, (0,)))
