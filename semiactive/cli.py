@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     issue.add_argument("name")
     issue.add_argument("--days", type=float, default=365.0)
 
-    query = sub.add_parser("query", help="compile or run CQL in this process")
+    query = sub.add_parser("query", help="compile or run CQL here; add or remove MQO queries of a cluster")
     qsub = query.add_subparsers(dest="action", required=True)
     check = qsub.add_parser("check", help="parse, type-check and print the plan")
     check.add_argument("file")
@@ -135,6 +135,20 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--show-code", action="store_true", help="also print the Python generated for each query"
     )
+    for action, what in (
+        ("add", "register MQO queries (a file, - for stdin)"),
+        ("remove", "remove MQO queries"),
+    ):
+        reg = qsub.add_parser(action, help=f"{what} with a running cluster's registry")
+        if action == "add":
+            reg.add_argument("items", nargs=1, metavar="FILE")
+        else:
+            reg.add_argument("items", nargs="+", metavar="NAME")
+        reg.add_argument("--run-dir", type=Path, help="a `cluster up` run directory (config, endpoints, TLS)")
+        reg.add_argument("--config")
+        reg.add_argument("--endpoints", type=Path, help="endpoints file (default: the config's endpoints)")
+        reg.add_argument("--tls-dir", type=Path)
+        reg.add_argument("--registry", help="the registry source (default: the only one)")
     run = qsub.add_parser("run", help="run over files, print a query's output as JSON Lines")
     run.add_argument("file")
     run.add_argument(
@@ -372,6 +386,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return issue_certs(
             args.action, args.dir, getattr(args, "config", None), getattr(args, "name", ""), args.days
+        )
+    if args.command == "query" and args.action in ("add", "remove"):
+        from coordinator.registration import run_registration
+
+        return run_registration(
+            args.action, args.items, args.config, args.run_dir, args.endpoints, args.tls_dir, args.registry
         )
     if args.command == "query":
         from semiactive import embedded

@@ -29,7 +29,7 @@ from node.errors import UserError
 NAME = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 # A registry source (kind: registry) carries MQO registrations: ``semiactive
 # query add/remove`` push them; an MQO stage reading the stream applies them.
-REGISTRY_SCHEMA = {"op": "char(8)", "name": "char(64)", "text": "char(4000)"}
+REGISTRY_SCHEMA = {"action": "char(8)", "name": "char(64)", "text": "char(4000)"}
 IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TYPE = r"^(integer|int|float|byte|char\(\s*[1-9][0-9]*\s*\))$"
 
@@ -104,7 +104,7 @@ class SourceConfig(_Model):
         """A registry source's columns are fixed (the MQO registrations)."""
         if isinstance(data, dict) and data.get("kind") == "registry":
             if "schema" in data:
-                raise ValueError("a registry source has a fixed schema (op, name, text): remove schema")
+                raise ValueError("a registry source has a fixed schema (action, name, text): remove schema")
             data = {**data, "schema": dict(REGISTRY_SCHEMA)}
         return data
 

@@ -37,6 +37,7 @@ from node.metrics import NodeMetrics
 from node.outbound import Outbound
 from node.peers import Peers
 from node.roles.inbound import InboundEdgeSession
+from node.sections.mqo import MqoSection
 from node.transport import EdgeSender
 from semiactive.topology import Stage, Topology
 from semiactive.wire import control_pb2 as cpb
@@ -197,6 +198,7 @@ class ReplicaRole:
             watermark = replica.log.watermark
             replica.run()
             self.input_room.set()
+            self._registrations()
             if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
                 self.assigned_at = None  # promoted first: nothing re-protected
             if self.assigned_at is not None and replica.resyncs and not replica.warming_up:
@@ -213,6 +215,24 @@ class ReplicaRole:
                 self.outbound.appended()
             self._check_recovered()
             await asyncio.sleep(0)
+
+    def _registrations(self) -> None:
+        """An MQO stage's registrations, accepted or refused, as events (the
+        only answer ``semiactive query add`` gets from the stage)."""
+        operator = self.replica.operator
+        if not isinstance(operator, MqoSection) or not operator.engine.judged:
+            return
+        for instant, op, name, reason in operator.engine.judged:
+            self.events.emit(
+                "mqo_registration",
+                stage=self.stage.name,
+                instant=instant,
+                op=op,
+                query=name,
+                accepted=not reason,
+                reason=reason,
+            )
+        operator.engine.judged.clear()
 
     # -- acknowledgements -----------------------------------------------------------------------
 

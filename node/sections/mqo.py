@@ -72,7 +72,8 @@ class MqoEngine:
         self.output = OutputRows(spec, VALUES)
         self.runtime: dict[str, tuple[str, int]] = {}  # registered while running: text, after
         self.removed: list[str] = []  # configured queries removed while running
-        self.refused: list[tuple[int, str, str]] = []  # (instant, name, why)
+        # Registrations judged since the HA layer last read them: (instant, op, name, why refused or "").
+        self.judged: list[tuple[int, str, str, str]] = []
         self._blob: tuple[int, ...] | None = None
         # Rows are kept until the HA layer first reads the state: a replica
         # rebuilding from a cut may learn of wider registered queries at the end.
@@ -123,8 +124,8 @@ class MqoEngine:
         """Apply one registration at instant ``t``, before its arrivals. A bad
         one is refused the same way by every replica (and logged)."""
         query, refused = check_registration(self.spec, set(self.executor.queries), op, name, text)
+        self.judged.append((t, op, name, refused or ""))
         if refused is not None:
-            self.refused.append((t, name, refused))
             log.warning("refused registration %s of %s at %d: %s", op, name, t, refused)
             return
         if query is None:
@@ -198,6 +199,7 @@ class MqoEngine:
         ex.restore_fired({n: at for n, at in fired.items() if n in ex.queries})
         ex.hold_retention = False
         self._blob = None
+        self.judged.clear()  # what the replay judged is not what the stage decided
         return {}
 
 
