@@ -237,11 +237,11 @@ class SharedExecutor:
         return [{"ts": t, **{name: get(combo) for name, get in getters}} for combo in combos]
 
     def oldest_seq(self) -> int | None:
-        """The smallest input position any state still holds (retained rows,
-        buffered combinations): a replica rebuilt from there, with
-        :meth:`restore_fired`, outputs what this one will."""
+        """The smallest input position a replica must rebuild from (then
+        :meth:`restore_fired`) to output what this one will."""
+        # Buffered combinations a query can still output lie inside its window,
+        # so their rows are retained too: the retention heads bound everything.
         seqs = [rows[0][1] for rows in self.retention.values() if rows]
-        seqs += [s for f in self.filters.values() if (s := f.oldest_seq()) is not None]
         return min(seqs) if seqs else None
 
     def last_fired(self) -> dict[str, int]:

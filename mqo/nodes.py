@@ -24,6 +24,7 @@ from mqo.query import ContinuousQuery
 from mqo.relations import Combo, Item, Layout, Relation
 
 NEVER = -(2**62)
+_PRUNE_AT = 32
 _MIN_TS = itemgetter(0)
 
 
@@ -42,12 +43,6 @@ class Batch:
 
     keys: list[int]
     items: list[Item]
-    _oldest: int | None = None
-
-    def oldest_seq(self) -> int:
-        if self._oldest is None:
-            self._oldest = min(r[1] for _, combo in self.items for r in combo)
-        return self._oldest
 
 
 class QueryFilter:
@@ -83,10 +78,15 @@ class QueryFilter:
         self.fired_at = now
         return out
 
-    def oldest_seq(self) -> int | None:
-        """The smallest row seq (input position) among the buffered combinations."""
-        seqs = [b.oldest_seq() for b in self.buffer]
-        return min(seqs) if seqs else None
+    def receive(self, batch: Batch, now: int) -> None:
+        """A batch of the top node; batches that can no longer reach the
+        query's window (its next firing is after ``now``) are dropped now and
+        then, so that a query whose master is silent holds little."""
+        buffer = self.buffer
+        buffer.append(batch)
+        if len(buffer) >= _PRUNE_AT and self.query.window is not None:
+            lo = now + 1 - self.query.window
+            self.buffer = [b for b in buffer if b.keys[-1] >= lo]
 
 
 class JoinNode:
@@ -144,7 +144,7 @@ class JoinNode:
             out.sort(key=_MIN_TS)
             batch = Batch([item[0] for item in out], out)
             for f in self.filters:
-                f.buffer.append(batch)
+                f.receive(batch, now)
             stats.delivered += len(out) * len(self.filters)
 
     def _join(self, dl: list[Item], dr: list[Item], lo: int, stats: JoinStats) -> list[Item]:
