@@ -300,6 +300,11 @@ class _Resolver:
         except CqlError as exc:
             if cfg.queries_file is not None:
                 raise ConfigError(str(exc), "", None, "") from None
+            start = self.loaded.text_start(*where)
+            if start is not None:  # a block scalar: the error's own line in the YAML file
+                message = f"{exc.message} (column {exc.column})"
+                line = start + exc.line - 1
+                raise ConfigError(message, str(self.loaded.path), line, f"stages[{i}].mqo.queries") from None
             raise self.error(
                 f"{exc.message} (queries line {exc.line}, column {exc.column})", *where
             ) from None
