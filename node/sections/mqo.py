@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 
 from mqo.executor import SharedExecutor
 from mqo.nodes import NEVER
-from mqo.query import parse_query
 from mqo.stage import MqoStageSpec, OutputRows, check_registration
 from node.engine.elements import VALUES, Element
 from node.engine.engine import BEFORE_TIME, check_order
@@ -191,7 +190,9 @@ class MqoEngine:
                 continue
             if name in ex.queries:  # a configured query this replica still has
                 ex.remove(name)
-            query = parse_query(text, "<registration>")
+            query, refused = check_registration(self.spec, set(ex.queries), "add", name, text)
+            if query is None:
+                raise ValueError(f"counter snapshot registers a query this stage refuses: {refused}")
             ex.add(query, registered_after=after)
             self.output.track(query)
             ex.seed(name, at)

@@ -6,6 +6,7 @@ counters) emits exactly what the original emits from there on."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -166,3 +167,8 @@ def test_a_bad_counter_snapshot_is_refused() -> None:
         engine.restore_counters(((1, 2),))
     with pytest.raises(ValueError):
         engine.restore_counters((tuple(range(8)), (3, 1, 2), ()))
+    garbage = json.dumps({"add": [["x", "CREATE nonsense", 5]], "removed": []})
+    with pytest.raises(ValueError, match="refuses"):
+        engine.restore_counters((tuple(range(8)), pack_text(garbage), (0,)))
+    with pytest.raises(ValueError):
+        engine.restore_counters((tuple(range(8)), pack_text('{"add": 3}'), ()))
