@@ -9,11 +9,10 @@ and a set of what was output: nothing shared, nothing clever.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from mqo.clocks import Clock
-from mqo.query import ContinuousQuery
+from mqo.query import Column, ContinuousQuery
 from mqo.relations import Combo, Layout, Row
 
 
@@ -45,7 +44,7 @@ def reference_results(
             [r for r in streams.get(src, ()) if lo <= r[0] <= s and r[0] > start] for src in sources
         ]
         now = []
-        for combo in itertools.product(*candidates):
+        for combo in _product(sources, candidates, query, schemas):
             identity = tuple((src, r[1]) for src, r in zip(sources, combo, strict=True))
             if identity in emitted or (test is not None and not test(combo)):
                 continue
@@ -53,3 +52,43 @@ def reference_results(
             now.append(combo)
         out.append((s, now))
     return out
+
+
+def _product(
+    sources: Sequence[str],
+    candidates: Sequence[Sequence[Row]],
+    query: ContinuousQuery,
+    schemas: Mapping[str, Mapping[str, int]],
+) -> Iterator[Combo]:
+    """The cartesian product of the candidates, narrowed by each equality
+    between a source and one before it (a dictionary lookup instead of a
+    scan, so that a check of a busy run finishes); every predicate is still
+    tested on the whole combination by the caller."""
+    partial: list[Combo] = [()]
+    for k, source in enumerate(sources):
+        rows = candidates[k]
+        link = next(
+            (
+                (mine, other)
+                for c in query.where
+                if c.op == "="
+                for mine, other in ((c.left, c.right), (c.right, c.left))
+                if isinstance(mine, Column)
+                and isinstance(other, Column)
+                and mine.source == source
+                and other.source in sources[:k]
+            ),
+            None,
+        )
+        if link is None:
+            partial = [(*combo, row) for combo in partial for row in rows]
+            continue
+        mine, other = link
+        at = schemas[source][mine.name]
+        where = sources.index(other.source)
+        col = schemas[other.source][other.name]
+        index: dict[object, list[Row]] = {}
+        for row in rows:
+            index.setdefault(row[at], []).append(row)
+        partial = [(*combo, row) for combo in partial for row in index.get(combo[where][col], ())]
+    yield from partial
