@@ -42,15 +42,21 @@ def may_share_base_group(a: ContinuousQuery, b: ContinuousQuery, theta: float) -
 
 def base_groups(queries: Sequence[ContinuousQuery], theta: float) -> list[list[int]]:
     """Indices of ``queries`` in base groups; a query joins the first group
-    whose every member it may share with, else starts its own."""
+    whose every member it may share with, else starts its own. Members are
+    compared by what the conditions read (masters, sources, window), so a
+    group of 300 identical queries costs one comparison."""
     groups: list[list[int]] = []
+    shapes: list[dict[tuple[frozenset[str], frozenset[str], int | None], ContinuousQuery]] = []
     for i, q in enumerate(queries):
-        for group in groups:
-            if all(may_share_base_group(q, queries[j], theta) for j in group):
+        shape = (frozenset(q.masters), frozenset(q.sources), q.window)
+        for group, seen in zip(groups, shapes, strict=True):
+            if all(may_share_base_group(q, other, theta) for other in seen.values()):
                 group.append(i)
+                seen.setdefault(shape, q)
                 break
         else:
             groups.append([i])
+            shapes.append({shape: q})
     return groups
 
 

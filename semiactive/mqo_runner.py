@@ -21,7 +21,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,7 +60,6 @@ class UnitStats:
 class RunResult:
     units: list[UnitStats]
     executor: SharedExecutor
-    results: dict[str, list[tuple[int, list[dict[str, Any]]]]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         seconds = [u.seconds for u in self.units]
@@ -187,7 +186,7 @@ def run(
     recluster_every: int | None = None,
     recluster_at: Sequence[int] = (),
     patience: int = 1,
-    keep_results: bool = True,
+    results: ResultFiles | None = None,
     changes: Sequence[Change] = (),
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
@@ -209,7 +208,6 @@ def run(
     )
     pending = sorted(changes, key=lambda c: c[0])
     units: dict[int, UnitStats] = {}
-    results: dict[str, list[tuple[int, list[dict[str, Any]]]]] = defaultdict(list)
     steps = instants(streams, clocks)
     shown = 0
     # Window relations and buffers are many long-lived tuples: with CPython's
@@ -237,26 +235,52 @@ def run(
             u.results += stats.results - before[2]
             u.executions += stats.executions - before[3]
             u.delivered += stats.delivered - before[4]
-            if keep_results:
+            if results is not None:
                 for name, combos in out.items():
                     if combos:
-                        results[name].append((t, executor.rows(name, t, combos)))
+                        results.add(name, executor.rows(name, t, combos))
             if progress is not None and (n + 1) * 10 // len(steps) > shown:
                 shown = (n + 1) * 10 // len(steps)
                 progress(f"mqo {method}: {shown * 10}% ({n + 1:,} instants, unit {t // unit})")
     finally:
         gc.set_threshold(*thresholds)
-    return RunResult([units[k] for k in sorted(units)], executor, dict(results))
+    return RunResult([units[k] for k in sorted(units)], executor)
+
+
+class ResultFiles:
+    """``DIR/<query>.jsonl``, appended in batches: thousands of queries
+    cannot all keep a file open, and a run's results need not fit in memory."""
+
+    FLUSH_LINES = 50_000
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.pending: dict[str, list[str]] = {}
+        self.lines = 0
+        out.mkdir(parents=True, exist_ok=True)
+
+    def start(self, names: Sequence[str]) -> None:
+        for name in names:
+            (self.out / f"{name}.jsonl").write_text("")
+
+    def add(self, name: str, rows: list[dict[str, Any]]) -> None:
+        if name not in self.pending:
+            self.pending[name] = []
+        self.pending[name] += [json.dumps(row, separators=(",", ":")) + "\n" for row in rows]
+        self.lines += len(rows)
+        if self.lines >= self.FLUSH_LINES:
+            self.flush()
+
+    def flush(self) -> None:
+        for name, lines in self.pending.items():
+            with (self.out / f"{name}.jsonl").open("a") as f:
+                f.write("".join(lines))
+        self.pending.clear()
+        self.lines = 0
 
 
 def write_outputs(result: RunResult, out: Path, params: Mapping[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    names = [*result.executor.queries, *result.results]
-    for name in dict.fromkeys(names):
-        with (out / f"{name}.jsonl").open("w") as f:
-            for _, rows in result.results.get(name, []):
-                for row in rows:
-                    f.write(json.dumps(row, separators=(",", ":")) + "\n")
     with (out / "clusters.jsonl").open("w") as f:
         for h in result.executor.history:
             f.write(json.dumps(asdict(h), separators=(",", ":")) + "\n")
@@ -325,6 +349,8 @@ def main(
     later = [q for _, q in changes if isinstance(q, ContinuousQuery)]
     clocks = clocks_for([*queries, *later], streams, clock_specs)
 
+    files = ResultFiles(out)
+    files.start([q.name for q in [*queries, *later]])
     result = run(
         queries,
         streams,
@@ -337,8 +363,10 @@ def main(
         recluster_at=recluster_at,
         patience=patience,
         changes=changes,
+        results=files,
         progress=lambda line: print(line, file=err),
     )
+    files.flush()
     params = {
         "method": method,
         "theta": theta,
