@@ -81,37 +81,50 @@ def _max_window(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else max(a, b)
 
 
+def _chain(query: ContinuousQuery, popularity: Counter[str]) -> list[NodePlan]:
+    """The left-deep chain of ``query``'s join nodes, first join first."""
+    order = join_order(query, popularity)
+    joins = sorted(query.join_predicates)
+    if len(order) == 1:
+        return [NodePlan(leaf_key(order[0]), leaf_key(order[0]), None)]
+    chain = []
+    left = leaf_key(order[0])
+    for k in range(1, len(order)):
+        so_far = set(order[: k + 1])
+        new = order[k]
+        preds = [c for c in joins if c.sources <= so_far]
+        equi: list[tuple[Column, Column]] = []
+        residual: list[Comparison] = []
+        for c in preds:
+            if new not in c.sources:
+                continue
+            if c.is_equijoin and isinstance(c.left, Column) and isinstance(c.right, Column):
+                equi.append((c.right, c.left) if c.left.source == new else (c.left, c.right))
+            else:
+                residual.append(c)
+        key = content_key(order[: k + 1], preds)
+        chain.append(NodePlan(key, left, new, tuple(equi), tuple(residual)))
+        left = key
+    return chain
+
+
 def plan_cluster(queries: Sequence[ContinuousQuery]) -> ClusterPlan:
     popularity: Counter[str] = Counter(s for q in queries for s in q.sources)
     nodes: dict[ContentKey, NodePlan] = {}
     top: dict[str, ContentKey] = {}
+    # Queries of the same sources and join predicates have the same chain:
+    # derived once (a cluster of 300 template queries derives one).
+    chains: dict[tuple[frozenset[str], frozenset[Comparison]], list[ContentKey]] = {}
     for q in queries:
-        order = join_order(q, popularity)
-        joins = sorted(q.join_predicates)
-        if len(order) == 1:
-            chain = [NodePlan(leaf_key(order[0]), leaf_key(order[0]), None)]
-        else:
-            chain = []
-            left = leaf_key(order[0])
-            for k in range(1, len(order)):
-                so_far = set(order[: k + 1])
-                new = order[k]
-                preds = [c for c in joins if c.sources <= so_far]
-                adding = [c for c in preds if new in c.sources]
-                equi: list[tuple[Column, Column]] = []
-                residual: list[Comparison] = []
-                for c in adding:
-                    if c.is_equijoin and isinstance(c.left, Column) and isinstance(c.right, Column):
-                        equi.append((c.right, c.left) if c.left.source == new else (c.left, c.right))
-                    else:
-                        residual.append(c)
-                key = content_key(order[: k + 1], preds)
-                chain.append(NodePlan(key, left, new, tuple(equi), tuple(residual)))
-                left = key
-        for node in chain:
-            shared = nodes.setdefault(node.key, node)
+        shape = (frozenset(q.sources), q.join_predicates)
+        keys = chains.get(shape)
+        if keys is None:
+            keys = chains[shape] = [nodes.setdefault(n.key, n).key for n in _chain(q, popularity)]
+        for key in keys:
+            shared = nodes[key]
             shared.window = q.window if not shared.consumers else _max_window(shared.window, q.window)
-            shared.masters = sorted(set(shared.masters) | set(q.masters))
+            if not set(q.masters) <= set(shared.masters):
+                shared.masters = sorted(set(shared.masters) | set(q.masters))
             shared.consumers.append(q.name)
-        top[q.name] = chain[-1].key
+        top[q.name] = keys[-1]
     return ClusterPlan(list(queries), nodes, top)
