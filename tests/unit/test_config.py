@@ -124,9 +124,9 @@ def test_missing_or_double_query(tmp_path: Path) -> None:
     no_query = BASE.replace(
         "    query: |\n      REGISTER QUERY s1 AS\n        SELECT * FROM s0 WHERE val >= 0\n", ""
     )
-    _check(tmp_path, no_query, "- name: stage-1", "stages[0]", "give exactly one of query, query_file and mqo")
+    _check(tmp_path, no_query, "- name: stage-1", "stages[0]", "exactly one of query, query_file and mqo")
     both = BASE.replace("    node: node-1\n", "    node: node-1\n    query_file: q.cql\n")
-    _check(tmp_path, both, "- name: stage-1", "stages[0]", "give exactly one of query, query_file and mqo")
+    _check(tmp_path, both, "- name: stage-1", "stages[0]", "exactly one of query, query_file and mqo")
 
 
 def test_duplicate_node_names(tmp_path: Path) -> None:
