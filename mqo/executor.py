@@ -154,14 +154,14 @@ class SharedExecutor:
         lo = self.now - q.window if q.window is not None else NEVER
         if f.registered_after is not None:
             lo = max(lo, f.registered_after + 1)
-        key = self.clusters_top_key(name)
+        key = self._top_key(name)
         items = [item for item in self._materialise(key, lo) if max(r[0] for r in item[1]) > fired_at]
         items.sort(key=lambda item: item[0])
         f.buffer = [Batch([item[0] for item in items], items)] if items else []
         f.fired_at = fired_at
         f.exclude_through = None
 
-    def clusters_top_key(self, name: str) -> ContentKey:
+    def _top_key(self, name: str) -> ContentKey:
         return next(c.top[name].plan.key for c in self.clusters if name in c.top)
 
     def remove(self, name: str) -> None:

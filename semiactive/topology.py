@@ -369,24 +369,8 @@ class _Resolver:
                 *(plan.Column(str(c), types[(c.source, c.name)]) for c in columns),
             )
         )
-        stage = Stage(
-            st.name,
-            "stage",
-            st.node,
-            secondary=st.ha.secondary if st.ha.mode != "none" else None,
-            output=st.output,
-            schema=schema,
-            kind=plan.Kind.STREAM,
-            mqo=spec,
-            query_text=text,
-            query_file=file,
-            config=st,
-        )
-        self.add_stage(stage, "stages", i, "name")
-        self.add_node(st.node, NodeRole.PRIMARY, st.name, "stages", i, "node")
-        if stage.secondary:
-            self.add_node(stage.secondary, NodeRole.SECONDARY, st.name, "stages", i, "ha", "secondary")
-        self.add_stream(st.output, st.name, schema, plan.Kind.STREAM, "stages", i, "output")
+        assert st.output is not None
+        self._add_query_stage(i, st, st.output, schema, plan.Kind.STREAM, "output", text, file, mqo=spec)
 
     def _cql_error(self, exc: CqlError, i: int, st: StageConfig) -> ConfigError:
         """Position a CQL error in the YAML file when the query is inline."""
@@ -453,15 +437,34 @@ class _Resolver:
             raise self._cql_error(exc, i, st) from None
         output = st.output or program.last_query
         root = program.query(output)
+        self._add_query_stage(i, st, output, root.schema, root.kind, "query", text, file, program=program)
+        del outputs[output]
+
+    def _add_query_stage(
+        self,
+        i: int,
+        st: StageConfig,
+        output: str,
+        schema: plan.Schema,
+        kind: plan.Kind,
+        output_field: str,
+        text: str,
+        file: str,
+        program: plan.Program | None = None,
+        mqo: MqoStageSpec | None = None,
+    ) -> None:
+        """Register a compiled stage, its nodes and its output stream;
+        ``output_field`` is where a duplicate output stream is reported."""
         stage = Stage(
             st.name,
             "stage",
             st.node,
             secondary=st.ha.secondary if st.ha.mode != "none" else None,
             output=output,
-            schema=root.schema,
-            kind=root.kind,
+            schema=schema,
+            kind=kind,
             program=program,
+            mqo=mqo,
             query_text=text,
             query_file=file,
             config=st,
@@ -470,8 +473,7 @@ class _Resolver:
         self.add_node(st.node, NodeRole.PRIMARY, st.name, "stages", i, "node")
         if stage.secondary:
             self.add_node(stage.secondary, NodeRole.SECONDARY, st.name, "stages", i, "ha", "secondary")
-        self.add_stream(output, st.name, root.schema, root.kind, "stages", i, "query")
-        del outputs[output]
+        self.add_stream(output, st.name, schema, kind, "stages", i, output_field)
 
     def _edges(self) -> list[Edge]:
         edges: list[Edge] = []

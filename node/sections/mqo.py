@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from mqo.executor import SharedExecutor
 from mqo.nodes import NEVER
 from mqo.stage import MqoStageSpec, OutputRows, check_registration
 from node.engine.elements import VALUES, Element
 from node.engine.engine import BEFORE_TIME, check_order
-from node.sections.operator import CostSchedule
+from node.sections.operator import CostSchedule, TimedSection
 
 log = logging.getLogger(__name__)
 _CHUNK = 7  # bytes per packed counter value: non-negative and below 2**56
@@ -204,34 +203,14 @@ class MqoEngine:
         return {}
 
 
-class MqoSection:
+class MqoSection(TimedSection):
     """:class:`~node.sections.operator.OperatorSection`'s interface over an :class:`MqoEngine`."""
 
     def __init__(self, spec: MqoStageSpec, cost: CostSchedule | None = None) -> None:
-        self.engine = MqoEngine(spec)
+        self.engine: MqoEngine = MqoEngine(spec)
         self.cost = cost or CostSchedule()
         self.rows_in = 0
         self.busy_s = 0.0
 
-    @property
-    def time(self) -> int:
-        return self.engine.time
-
-    def run(self, inputs: Mapping[str, list[Element]], watermark: int) -> list[Element]:
-        started = time.perf_counter()
-        count = 0
-        cost_ms = 0.0
-        for name, rows in inputs.items():
-            if rows:
-                self.engine.push(name, rows)
-                count += len(rows)
-                if self.cost:
-                    cost_ms += self.cost.total_ms(rows)
-        out = self.engine.advance(watermark)
-        if cost_ms:
-            deadline = started + cost_ms / 1000
-            while time.perf_counter() < deadline:
-                pass
-        self.rows_in += count
-        self.busy_s += time.perf_counter() - started
-        return out
+    def _advance(self, watermark: int) -> list[Element]:
+        return self.engine.advance(watermark)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from node.cql import plan
 from node.engine.elements import Element
@@ -40,24 +41,29 @@ class CostSchedule:
         return total
 
 
-class OperatorSection:
-    def __init__(
-        self,
-        program: plan.Program,
-        output: str,
-        cost: CostSchedule | None = None,
-        lineage: bool = False,
-    ) -> None:
-        self.program = program
-        self.output = output
-        self.cost = cost or CostSchedule()
-        self.engine = Engine(program, [output], lineage=lineage)
-        self.rows_in = 0
-        self.busy_s = 0.0
+class _Pushable(Protocol):
+    @property
+    def time(self) -> int: ...
+
+    def push(self, name: str, rows: list[Element]) -> None: ...
+
+
+class TimedSection:
+    """What every operator section shares: push each input's rows into
+    ``engine``, advance it to the watermark, burn the :class:`CostSchedule`'s
+    CPU and count rows and busy time for the metrics."""
+
+    engine: _Pushable
+    cost: CostSchedule
+    rows_in: int
+    busy_s: float
 
     @property
     def time(self) -> int:
         return self.engine.time
+
+    def _advance(self, watermark: int) -> list[Element]:
+        raise NotImplementedError
 
     def run(self, inputs: Mapping[str, list[Element]], watermark: int) -> list[Element]:
         started = time.perf_counter()
@@ -69,7 +75,7 @@ class OperatorSection:
                 count += len(rows)
                 if self.cost:
                     cost_ms += self.cost.total_ms(rows)
-        out = self.engine.advance(watermark)[self.output] if watermark > self.engine.time else []
+        out = self._advance(watermark)
         if cost_ms:
             deadline = started + cost_ms / 1000
             while time.perf_counter() < deadline:
@@ -77,3 +83,22 @@ class OperatorSection:
         self.rows_in += count
         self.busy_s += time.perf_counter() - started
         return out
+
+
+class OperatorSection(TimedSection):
+    def __init__(
+        self,
+        program: plan.Program,
+        output: str,
+        cost: CostSchedule | None = None,
+        lineage: bool = False,
+    ) -> None:
+        self.program = program
+        self.output = output
+        self.cost = cost or CostSchedule()
+        self.engine: Engine = Engine(program, [output], lineage=lineage)
+        self.rows_in = 0
+        self.busy_s = 0.0
+
+    def _advance(self, watermark: int) -> list[Element]:
+        return self.engine.advance(watermark)[self.output] if watermark > self.engine.time else []
