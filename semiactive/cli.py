@@ -181,6 +181,18 @@ def _parser() -> argparse.ArgumentParser:
     mrun.add_argument("--remove", action="append", default=[], metavar="TICKS:NAME")
     mrun.add_argument("--out", type=Path, required=True)
 
+    placement = sub.add_parser("placement", help="seed 004: network-aware operator placement")
+    psub = placement.add_subparsers(dest="action", required=True)
+    solve = psub.add_parser("solve", help="place a plan's operators on a topology, minimising network usage")
+    solve.add_argument(
+        "--topology", required=True, metavar="topohub:KEY|FILE", help="e.g. topohub:topozoo/Abilene"
+    )
+    solve.add_argument("--plan", required=True, metavar="PLAN.yaml", help="operators, pins, edges with rates")
+    solve.add_argument(
+        "--method", choices=["search", "relaxation", "exact", "sink", "sources"], default="search"
+    )
+    solve.add_argument("--json", action="store_true", help="one JSON object on standard output")
+
     experiment = sub.add_parser("experiment", help="the seeds' experiments (002: sweep, asas; 003: mqo)")
     esub = experiment.add_subparsers(dest="action", required=True)
     sweep = esub.add_parser("sweep", help="overhead and recovery time per mode and batch size (exp. 1-3)")
@@ -418,6 +430,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.add,
             args.remove,
         )
+    if args.command == "placement":
+        from semiactive import placement_cli
+
+        return placement_cli.main(args.topology, args.plan, args.method, args.json)
     if args.command == "cluster":
         from coordinator.launcher import run_cluster
 

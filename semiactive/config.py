@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -49,6 +49,9 @@ class ConfigError(UserError):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class RatePhase(_Model):
@@ -336,12 +339,15 @@ def _positions(node: yaml.Node, prefix: tuple[Any, ...], out: dict[tuple[Any, ..
             _positions(item, (*prefix, i), out)
 
 
-def load(path: str | Path) -> LoadedConfig:
+def read_yaml(
+    path: str | Path, what: str = "config"
+) -> tuple[dict[str, Any], dict[tuple[Any, ...], tuple[int, int]]]:
+    """A YAML mapping and where each field of it is (for located errors)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ConfigError(f"cannot read the config: {exc.strerror or exc}", str(path)) from exc
+        raise ConfigError(f"cannot read the {what}: {exc.strerror or exc}", str(path)) from exc
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -354,18 +360,38 @@ def load(path: str | Path) -> LoadedConfig:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError("the config must be a mapping at the top level", str(path), 1)
+        raise ConfigError(f"the {what} must be a mapping at the top level", str(path), 1)
     lines: dict[tuple[Any, ...], tuple[int, int]] = {}
     if node is not None:
         _positions(node, (), lines)
+    return data, lines
+
+
+def locate_field(lines: dict[tuple[Any, ...], tuple[int, int]], *field: Any) -> int | None:
+    """1-based line of a field (or its closest parent) in ``lines``."""
+    key = tuple(field)
+    while key:
+        if key in lines:
+            return lines[key][0] + 1
+        key = key[:-1]
+    return None
+
+
+def validate_model(
+    cls: type[_M], data: dict[str, Any], path: str | Path, lines: dict[tuple[Any, ...], tuple[int, int]]
+) -> _M:
+    """``cls`` from ``data``; the first error located by file, line and field."""
     try:
-        model = ClusterConfig.model_validate(data)
+        return cls.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = tuple("schema" if p == "schema_" else p for p in first["loc"])
         message = first["msg"]
         if first["type"] == "extra_forbidden":
             message = f"unknown field {loc[-1]!r}"
-        loaded = LoadedConfig(ClusterConfig(), path, lines)
-        raise loaded.error(message, *loc) from exc
-    return LoadedConfig(model, path, lines)
+        raise ConfigError(message, str(path), locate_field(lines, *loc), _dotted(loc)) from exc
+
+
+def load(path: str | Path) -> LoadedConfig:
+    data, lines = read_yaml(path)
+    return LoadedConfig(validate_model(ClusterConfig, data, path, lines), Path(path), lines)
