@@ -189,7 +189,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     solve.add_argument("--plan", required=True, metavar="PLAN.yaml", help="operators, pins, edges with rates")
     solve.add_argument(
-        "--method", choices=["search", "relaxation", "exact", "sink", "sources"], default="search"
+        "--method",
+        choices=["exact", "search", "relaxation", "sink", "sources"],
+        default="exact",
+        help="exact (default: tree DP, or an ILP for shared plans), search (relaxation + local search), "
+        "relaxation (Pietzuch), sink, sources",
     )
     solve.add_argument("--json", action="store_true", help="one JSON object on standard output")
 
