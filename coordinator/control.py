@@ -28,6 +28,7 @@ import enum
 from dataclasses import dataclass, field
 
 from coordinator.adaptive_backup import AdaptiveBackup
+from coordinator.migration import Migrations
 from ha.routing import initial_views
 from ha.views import StageView, ViewTable
 from node import authorization
@@ -94,6 +95,7 @@ class Coordinator:
             if s.config is not None and s.config.ha.mode == "sas"
         }
         self.tuning = AdaptiveBackup(topology, events)
+        self.migrations = Migrations(self)
 
     # -- what the nodes say -------------------------------------------------------------
 
@@ -197,7 +199,10 @@ class Coordinator:
     # -- decisions --------------------------------------------------------------------------
 
     def step(self, now: float) -> None:
-        if self.reprotect and now - self.started >= WARMUP_S:
+        if now - self.started < WARMUP_S:
+            return
+        self.migrations.step(now)
+        if self.reprotect:
             self._reprotect(now)
 
     def tune(self, now: float) -> None:
@@ -224,12 +229,13 @@ class Coordinator:
             self.views[stage.name] = new
             # A guess for the telemetry: the spare itself finds out whether
             # the primary is gone (it takes over if so).
-            rebuild = not self._serving(view.primary, stage.name, now, within=1.5 * REPORT_INTERVAL_S)
+            rebuild = not self.is_serving(view.primary, stage.name, now, within=1.5 * REPORT_INTERVAL_S)
             self.events.emit(
                 "assigned", stage=stage.name, secondary=spare, version=new.version, rebuild=rebuild
             )
 
-    def _serving(self, node: str, stage: str, now: float, within: float = SILENCE_S) -> bool:
+    def is_serving(self, node: str, stage: str, now: float, within: float = SILENCE_S) -> bool:
+        """``node`` reported serving ``stage`` within the last ``within`` seconds."""
         record = self.nodes[node]
         fresh = record.reported_at is not None and now - record.reported_at < within
         return fresh and record.stage == stage
@@ -250,18 +256,25 @@ class Coordinator:
         return seen and record.stage != view.stage
 
     def _free_spare(self, view: StageView, now: float) -> str | None:
+        for node in sorted(self.nodes):
+            if self.is_free_spare(node, view, now):
+                return node
+        return None
+
+    def is_free_spare(self, node: str, view: StageView, now: float) -> bool:
         """A node reporting itself spare that no newest view names, but for
         ``view``'s own gone secondary (restarted under its name, it may
         serve the stage again); never the primary's name (a node restarted
         under it would be asked to watch itself)."""
         named = {n for v in self.views.values() if v.stage != view.stage for n in (v.primary, v.secondary)}
         named.add(view.primary)
-        for node in sorted(self.nodes):
-            record = self.nodes[node]
-            if node in named or record.role != "spare" or self.liveness(node, now) is not Liveness.UP:
-                continue
-            return node
-        return None
+        record = self.nodes.get(node)
+        return (
+            record is not None
+            and node not in named
+            and record.role == "spare"
+            and self.liveness(node, now) is Liveness.UP
+        )
 
     # -- what `semiactive status` shows ------------------------------------------------------
 
@@ -274,7 +287,9 @@ class Coordinator:
             if view is not None:
                 row.primary, row.secondary = view.primary, view.secondary or ""
                 row.epoch, row.version = view.epoch, view.version
-                row.protected = view.secondary is not None and self._serving(view.secondary, stage.name, now)
+                row.protected = view.secondary is not None and self.is_serving(
+                    view.secondary, stage.name, now
+                )
             elif stage.role != "stage":
                 row.primary = stage.primary
             row.batch_size = self.batch_sizes.get(stage.name, 0)

@@ -37,6 +37,8 @@ from node.tls import COORDINATOR, caller, process_security
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
+from semiactive.wire import control_pb2 as cpb
+from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import coordinator_pb2 as cdpb
 from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
@@ -45,8 +47,9 @@ log = logging.getLogger(__name__)
 
 
 class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
-    def __init__(self, coordinator: Coordinator) -> None:
+    def __init__(self, coordinator: Coordinator, network: Network) -> None:
         self.coordinator = coordinator
+        self.network = network
 
     async def Report(
         self, request: cdpb.NodeReport, context: grpc.aio.ServicerContext[object, object]
@@ -70,6 +73,37 @@ class CoordinatorServicer(cdpb_grpc.CoordinatorServicer):
     async def ClusterState(self, request: pb.Empty, context: object) -> cdpb.ClusterStatus:
         return self.coordinator.cluster_state(clock.monotonic())
 
+    async def Migrate(
+        self, request: cdpb.MigrateRequest, context: grpc.aio.ServicerContext[object, object]
+    ) -> cdpb.MigrateReply:
+        refusal = authorization.may_control(caller(context), "migrate")
+        if refusal is not None:
+            log.warning("migration refused: %s", refusal)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+        problem = self.coordinator.migrations.request(request.stage, request.target, clock.monotonic())
+        if problem is not None:
+            return cdpb.MigrateReply(accepted=False, message=problem)
+        await push_views(self.coordinator, self.network)
+        return cdpb.MigrateReply(accepted=True)
+
+
+async def push_views(coordinator: Coordinator, network: Network) -> None:
+    """Send the views a migration issued to their nodes now, rather than
+    with the next report's reply: the handover's pause is this long."""
+    outbox, coordinator.migrations.outbox = coordinator.migrations.outbox, []
+
+    async def push(node: str, message: cpb.StageView) -> None:
+        record = coordinator.nodes.get(node)
+        if record is None or not record.address:
+            return
+        try:
+            async with network.channel(record.address, node) as channel:
+                await cpb_grpc.ControlStub(channel).UpdateView(message, timeout=1.0)
+        except grpc.aio.AioRpcError as exc:  # the next report's reply carries it anyway
+            log.info("pushing a view to %s: %s", node, exc.code().name)
+
+    await asyncio.gather(*(push(node, view_to_pb(view)) for node, view in outbox))
+
 
 async def control_loop(coordinator: Coordinator, network: Network) -> None:
     while True:
@@ -84,6 +118,8 @@ async def control_loop(coordinator: Coordinator, network: Network) -> None:
         except Exception as exc:  # keep coordinating; say what went wrong
             log.exception("coordinator step failed")
             coordinator.events.emit("coordinator_error", error=repr(exc))
+        if coordinator.migrations.outbox:
+            await push_views(coordinator, network)
 
 
 async def tuning_loop(coordinator: Coordinator) -> None:
@@ -121,7 +157,7 @@ async def run_service(
     ``metrics_port``, same host) and run its loops until ``until``
     completes (or a loop fails, which raises)."""
     server = network.server()
-    cdpb_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(coordinator), server)
+    cdpb_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(coordinator, network), server)
     health = Health(server)
     if not network.listen(server, listen):
         raise ConfigError(f"--listen {listen}: cannot listen there (is the port in use?)")

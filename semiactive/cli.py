@@ -79,6 +79,19 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable")
     _tls_dir_option(status, "admin's; default $SEMIACTIVE_TLS_DIR, or RUN_DIR/tls with --run-dir")
 
+    migrate = sub.add_parser("migrate", help="move a running stage's primary to a spare node (no row lost)")
+    migrate.add_argument("stage")
+    migrate.add_argument("--to", dest="target", required=True, metavar="NODE", help="a spare node")
+    where = migrate.add_mutually_exclusive_group()
+    where.add_argument(
+        "--coordinator", metavar="HOST:PORT", help=f"default ${COORDINATOR_ENV} or {DEFAULT_COORDINATOR}"
+    )
+    where.add_argument("--run-dir", type=Path, help="the coordinator of this `cluster up` run")
+    migrate.add_argument(
+        "--wait", type=float, default=30.0, metavar="S", help="follow it (0: return at once)"
+    )
+    _tls_dir_option(migrate, "admin's; default $SEMIACTIVE_TLS_DIR, or RUN_DIR/tls with --run-dir")
+
     health = sub.add_parser(
         "health", help="the gRPC health check of a node or coordinator: exit 0 when it is SERVING"
     )
@@ -379,6 +392,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
         return show_status(address, args.run_dir, args.json, args.tls_dir)
+    if args.command == "migrate":
+        from coordinator.migrate_command import migrate
+
+        address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
+        return migrate(address, args.run_dir, args.stage, args.target, args.wait, args.tls_dir)
     if args.command == "health":
         from node.health import health_main
 

@@ -28,7 +28,7 @@ from ha.detector import FailureDetector
 from ha.replica import Mode, StageReplica
 from ha.resync import ResyncPoint
 from ha.routing import consumer_batch_sizes, producer_secondary
-from ha.views import ViewTable
+from ha.views import StageView, ViewTable
 from node import clock
 from node.engine.elements import Element
 from node.events import EventLog
@@ -167,6 +167,10 @@ class ReplicaRole:
         role = view.role_of(self.node)
         if role == "none" or (role == "secondary" and self.mode is Mode.PRIMARY):
             self.fence(f"view {view.version}: stage served by {view.primary} at epoch {view.epoch}")
+            return
+        if role == "primary" and self.mode is Mode.SECONDARY:
+            # The coordinator moved the stage here (a migration).
+            self._spawn(self._become_primary(view, reason="migration"))
             return
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile()
@@ -403,15 +407,28 @@ class ReplicaRole:
         self.detected_at = clock.wall()
         view = self.views[self.stage.name].promoted(self.node)
         self.views.apply(view)
-        self.replica.promote()
         self.events.emit(
             "failure_detected",
             stage=self.stage.name,
             primary=old_primary,
             silent_ms=round(silent_for * 1000, 1),
         )
+        await self._become_primary(view, reason="failure")
+
+    async def _become_primary(self, view: StageView, reason: str) -> None:
+        """Serve the stage as ``view``'s primary: after a detected failure, or
+        handed the stage by a migration (the view already applied)."""
+        if self.replica.mode is not Mode.SECONDARY:
+            return
+        if reason != "failure":
+            self.detected_at = clock.wall()
+        self.replica.promote()
         self.events.emit(
-            "takeover", stage=self.stage.name, epoch=view.epoch, warming_up=self.replica.warming_up
+            "takeover",
+            stage=self.stage.name,
+            epoch=view.epoch,
+            warming_up=self.replica.warming_up,
+            reason=reason,
         )
         self.outbound.reconcile()
         # Watch for the recovery target before telling the other nodes: a

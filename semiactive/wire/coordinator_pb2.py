@@ -26,7 +26,7 @@ from semiactive.wire import control_pb2 as semiactive_dot_wire_dot_control__pb2
 from semiactive.wire import dataplane_pb2 as semiactive_dot_wire_dot_dataplane__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!semiactive/wire/coordinator.proto\x12\x0fsemiactive.wire\x1a\x1dsemiactive/wire/control.proto\x1a\x1fsemiactive/wire/dataplane.proto\"J\n\nNodeReport\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.semiactive.wire.NodeStatus\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\xbd\x01\n\x0bReportReply\x12)\n\x05views\x18\x01 \x03(\x0b\x32\x1a.semiactive.wire.StageView\x12\x41\n\x0b\x62\x61tch_sizes\x18\x02 \x03(\x0b\x32,.semiactive.wire.ReportReply.BatchSizesEntry\x12\r\n\x05\x61live\x18\x03 \x03(\t\x1a\x31\n\x0f\x42\x61tchSizesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\x98\x02\n\nEdgeTuning\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\r\n\x05tuner\x18\x02 \x01(\t\x12\x12\n\nbatch_size\x18\x03 \x01(\r\x12\x10\n\x08measured\x18\x04 \x01(\x08\x12\x1f\n\x17\x62w_estimate_bytes_per_s\x18\x05 \x01(\x01\x12\x1b\n\x13recovery_estimate_s\x18\x06 \x01(\x01\x12\x1a\n\x12\x62w_max_bytes_per_s\x18\x07 \x01(\x01\x12\x16\n\x0erecovery_max_s\x18\x08 \x01(\x01\x12\x1a\n\x12\x62\x61\x63kup_bytes_per_s\x18\t \x01(\x01\x12\x18\n\x10input_rate_per_s\x18\n \x01(\x01\x12\x0e\n\x06\x62ranch\x18\x0b \x01(\t\x12\x0f\n\x07\x63hanges\x18\x0c \x01(\x04\"\xcf\x01\n\nStageState\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\t\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\x11\n\tsecondary\x18\x05 \x01(\t\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x0f\n\x07version\x18\x07 \x01(\x04\x12\x11\n\tprotected\x18\x08 \x01(\x08\x12\x12\n\nbatch_size\x18\t \x01(\r\x12+\n\x06tuning\x18\n \x03(\x0b\x32\x1b.semiactive.wire.EdgeTuning\"p\n\tNodeState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\x12\x10\n\x08liveness\x18\x04 \x01(\t\x12\x15\n\rlast_report_s\x18\x05 \x01(\x01\x12\x0f\n\x07\x61\x64\x64ress\x18\x06 \x01(\t\"\x87\x01\n\rClusterStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08uptime_s\x18\x02 \x01(\x01\x12+\n\x06stages\x18\x03 \x03(\x0b\x32\x1b.semiactive.wire.StageState\x12)\n\x05nodes\x18\x04 \x03(\x0b\x32\x1a.semiactive.wire.NodeState2\x9a\x01\n\x0b\x43oordinator\x12\x43\n\x06Report\x12\x1b.semiactive.wire.NodeReport\x1a\x1c.semiactive.wire.ReportReply\x12\x46\n\x0c\x43lusterState\x12\x16.semiactive.wire.Empty\x1a\x1e.semiactive.wire.ClusterStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!semiactive/wire/coordinator.proto\x12\x0fsemiactive.wire\x1a\x1dsemiactive/wire/control.proto\x1a\x1fsemiactive/wire/dataplane.proto\"/\n\x0eMigrateRequest\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\"1\n\x0cMigrateReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07message\x18\x02 \x01(\t\"J\n\nNodeReport\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.semiactive.wire.NodeStatus\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\"\xbd\x01\n\x0bReportReply\x12)\n\x05views\x18\x01 \x03(\x0b\x32\x1a.semiactive.wire.StageView\x12\x41\n\x0b\x62\x61tch_sizes\x18\x02 \x03(\x0b\x32,.semiactive.wire.ReportReply.BatchSizesEntry\x12\r\n\x05\x61live\x18\x03 \x03(\t\x1a\x31\n\x0f\x42\x61tchSizesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"\x98\x02\n\nEdgeTuning\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\r\n\x05tuner\x18\x02 \x01(\t\x12\x12\n\nbatch_size\x18\x03 \x01(\r\x12\x10\n\x08measured\x18\x04 \x01(\x08\x12\x1f\n\x17\x62w_estimate_bytes_per_s\x18\x05 \x01(\x01\x12\x1b\n\x13recovery_estimate_s\x18\x06 \x01(\x01\x12\x1a\n\x12\x62w_max_bytes_per_s\x18\x07 \x01(\x01\x12\x16\n\x0erecovery_max_s\x18\x08 \x01(\x01\x12\x1a\n\x12\x62\x61\x63kup_bytes_per_s\x18\t \x01(\x01\x12\x18\n\x10input_rate_per_s\x18\n \x01(\x01\x12\x0e\n\x06\x62ranch\x18\x0b \x01(\t\x12\x0f\n\x07\x63hanges\x18\x0c \x01(\x04\"\xcf\x01\n\nStageState\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\t\x12\x0f\n\x07primary\x18\x04 \x01(\t\x12\x11\n\tsecondary\x18\x05 \x01(\t\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x0f\n\x07version\x18\x07 \x01(\x04\x12\x11\n\tprotected\x18\x08 \x01(\x08\x12\x12\n\nbatch_size\x18\t \x01(\r\x12+\n\x06tuning\x18\n \x03(\x0b\x32\x1b.semiactive.wire.EdgeTuning\"p\n\tNodeState\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\r\n\x05stage\x18\x03 \x01(\t\x12\x10\n\x08liveness\x18\x04 \x01(\t\x12\x15\n\rlast_report_s\x18\x05 \x01(\x01\x12\x0f\n\x07\x61\x64\x64ress\x18\x06 \x01(\t\"\x87\x01\n\rClusterStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08uptime_s\x18\x02 \x01(\x01\x12+\n\x06stages\x18\x03 \x03(\x0b\x32\x1b.semiactive.wire.StageState\x12)\n\x05nodes\x18\x04 \x03(\x0b\x32\x1a.semiactive.wire.NodeState2\xe5\x01\n\x0b\x43oordinator\x12\x43\n\x06Report\x12\x1b.semiactive.wire.NodeReport\x1a\x1c.semiactive.wire.ReportReply\x12\x46\n\x0c\x43lusterState\x12\x16.semiactive.wire.Empty\x1a\x1e.semiactive.wire.ClusterStatus\x12I\n\x07Migrate\x12\x1f.semiactive.wire.MigrateRequest\x1a\x1d.semiactive.wire.MigrateReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,20 +35,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REPORTREPLY_BATCHSIZESENTRY']._loaded_options = None
   _globals['_REPORTREPLY_BATCHSIZESENTRY']._serialized_options = b'8\001'
-  _globals['_NODEREPORT']._serialized_start=118
-  _globals['_NODEREPORT']._serialized_end=192
-  _globals['_REPORTREPLY']._serialized_start=195
-  _globals['_REPORTREPLY']._serialized_end=384
-  _globals['_REPORTREPLY_BATCHSIZESENTRY']._serialized_start=335
-  _globals['_REPORTREPLY_BATCHSIZESENTRY']._serialized_end=384
-  _globals['_EDGETUNING']._serialized_start=387
-  _globals['_EDGETUNING']._serialized_end=667
-  _globals['_STAGESTATE']._serialized_start=670
-  _globals['_STAGESTATE']._serialized_end=877
-  _globals['_NODESTATE']._serialized_start=879
-  _globals['_NODESTATE']._serialized_end=991
-  _globals['_CLUSTERSTATUS']._serialized_start=994
-  _globals['_CLUSTERSTATUS']._serialized_end=1129
-  _globals['_COORDINATOR']._serialized_start=1132
-  _globals['_COORDINATOR']._serialized_end=1286
+  _globals['_MIGRATEREQUEST']._serialized_start=118
+  _globals['_MIGRATEREQUEST']._serialized_end=165
+  _globals['_MIGRATEREPLY']._serialized_start=167
+  _globals['_MIGRATEREPLY']._serialized_end=216
+  _globals['_NODEREPORT']._serialized_start=218
+  _globals['_NODEREPORT']._serialized_end=292
+  _globals['_REPORTREPLY']._serialized_start=295
+  _globals['_REPORTREPLY']._serialized_end=484
+  _globals['_REPORTREPLY_BATCHSIZESENTRY']._serialized_start=435
+  _globals['_REPORTREPLY_BATCHSIZESENTRY']._serialized_end=484
+  _globals['_EDGETUNING']._serialized_start=487
+  _globals['_EDGETUNING']._serialized_end=767
+  _globals['_STAGESTATE']._serialized_start=770
+  _globals['_STAGESTATE']._serialized_end=977
+  _globals['_NODESTATE']._serialized_start=979
+  _globals['_NODESTATE']._serialized_end=1091
+  _globals['_CLUSTERSTATUS']._serialized_start=1094
+  _globals['_CLUSTERSTATUS']._serialized_end=1229
+  _globals['_COORDINATOR']._serialized_start=1232
+  _globals['_COORDINATOR']._serialized_end=1461
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class MigrateRequest(_message.Message):
+    __slots__ = ("stage", "target")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    target: str
+    def __init__(self, stage: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+
+class MigrateReply(_message.Message):
+    __slots__ = ("accepted", "message")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    message: str
+    def __init__(self, accepted: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
 class NodeReport(_message.Message):
     __slots__ = ("status", "address")
     STATUS_FIELD_NUMBER: _ClassVar[int]

@@ -45,6 +45,11 @@ class CoordinatorStub:
                 request_serializer=semiactive_dot_wire_dot_dataplane__pb2.Empty.SerializeToString,
                 response_deserializer=semiactive_dot_wire_dot_coordinator__pb2.ClusterStatus.FromString,
                 _registered_method=True)
+        self.Migrate = channel.unary_unary(
+                '/semiactive.wire.Coordinator/Migrate',
+                request_serializer=semiactive_dot_wire_dot_coordinator__pb2.MigrateRequest.SerializeToString,
+                response_deserializer=semiactive_dot_wire_dot_coordinator__pb2.MigrateReply.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -62,6 +67,15 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Migrate(self, request, context):
+        """Move a stage's primary to a spare node (seed 004's re-placement, or an
+        operator's request): the spare joins as secondary, catches up from the
+        producers' retained logs, then takes over at a new epoch. Admin only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -74,6 +88,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.ClusterState,
                     request_deserializer=semiactive_dot_wire_dot_dataplane__pb2.Empty.FromString,
                     response_serializer=semiactive_dot_wire_dot_coordinator__pb2.ClusterStatus.SerializeToString,
+            ),
+            'Migrate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Migrate,
+                    request_deserializer=semiactive_dot_wire_dot_coordinator__pb2.MigrateRequest.FromString,
+                    response_serializer=semiactive_dot_wire_dot_coordinator__pb2.MigrateReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -130,6 +149,33 @@ class Coordinator:
             '/semiactive.wire.Coordinator/ClusterState',
             semiactive_dot_wire_dot_dataplane__pb2.Empty.SerializeToString,
             semiactive_dot_wire_dot_coordinator__pb2.ClusterStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Migrate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/semiactive.wire.Coordinator/Migrate',
+            semiactive_dot_wire_dot_coordinator__pb2.MigrateRequest.SerializeToString,
+            semiactive_dot_wire_dot_coordinator__pb2.MigrateReply.FromString,
             options,
             channel_credentials,
             insecure,
