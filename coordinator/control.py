@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from coordinator.adaptive_backup import AdaptiveBackup
 from coordinator.migration import Migrations
+from coordinator.replacement import NetworkMonitor, Replacer
 from ha.routing import initial_views
 from ha.views import StageView, ViewTable
 from node import authorization
@@ -96,6 +97,11 @@ class Coordinator:
         }
         self.tuning = AdaptiveBackup(topology, events)
         self.migrations = Migrations(self)
+        self.monitor: NetworkMonitor | None = None
+        self.replacer: Replacer | None = None
+        if topology.network is not None and topology.config.network is not None:
+            self.monitor = NetworkMonitor(topology, topology.network, topology.config.network.rate_window_s)
+            self.replacer = Replacer(self, self.monitor)
 
     # -- what the nodes say -------------------------------------------------------------
 
@@ -136,6 +142,8 @@ class Coordinator:
             if newer and self._adoptable(status.name, view):
                 self.views[view.stage] = view
         self.tuning.observe(status, now)
+        if self.monitor is not None:
+            self.monitor.observe(status, now)
         return self.newer_than_held(record)
 
     def _adoptable(self, reporter: str, view: StageView) -> bool:
@@ -204,6 +212,8 @@ class Coordinator:
         self.migrations.step(now)
         if self.reprotect:
             self._reprotect(now)
+        if self.replacer is not None:
+            self.replacer.step(now)
 
     def tune(self, now: float) -> None:
         """Run the A-SAS tuners whose interval has passed."""

@@ -108,6 +108,9 @@ class Outbound:
                     linger=cfg.linger_ms / 1000,
                     connect_timeout=cfg.connect_timeout_ms / 1000,
                     network=self.network,
+                    delay_s=self.topology.latency_s(self.node, target)
+                    if cfg.network is not None and cfg.network.delay
+                    else 0.0,
                 )
                 self.senders[key] = sender
                 task = asyncio.create_task(sender.run(), name=f"send {edge.id} {CHANNELS[channel]}")

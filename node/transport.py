@@ -221,6 +221,7 @@ class EdgeSender:
         linger: float = 0.0,
         connect_timeout: float = 10.0,
         network: Network | None = None,
+        delay_s: float = 0.0,
     ) -> None:
         self.sender = sender
         self.network = network or insecure(sender)
@@ -254,6 +255,11 @@ class EdgeSender:
         self.last_error = ""
         self._stopped = False
         self.refused = False
+        # Seed 004: the one-way latency between the two nodes' sites. Frames
+        # and the feedback coming back wait this long, pipelined (a delay
+        # line, not a pause per frame), so throughput is kept.
+        self.delay_s = delay_s
+        self._line: asyncio.Queue[tuple[float, pb.Frame]] = asyncio.Queue()
 
     @property
     def done(self) -> bool:
@@ -305,38 +311,50 @@ class EdgeSender:
     async def _session(self) -> None:
         async with self.network.channel(self.address, self.target) as channel:
             call = pb_grpc.DataPlaneStub(channel).Push()
-            hello = pb.Hello(
-                edge=self.edge,
-                sender=self.sender,
-                epoch=self.epoch(),
-                channel=self.channel,
-                layout=self.codec.fingerprint(),
-            )
-            await call.write(pb.Frame(hello=hello))
-            welcome = await call.read()
-            if welcome is grpc.aio.EOF:
-                await call  # raises the status
-                return
-            wanted = welcome.welcome.next_seq
-            if self.welcome_seq is None:
-                self.welcome_seq = wanted
-            point, start = self.log.start_for(self.edge, wanted)
-            if point is not None:
-                await self._write_point(call, point)
-            self.sent = start - 1
-            self.acked = max(self.acked, wanted - 1)
-            self.sent_eos = False
-            self.sent_watermark = -(2**62)
-            self.ever_connected = True
-            self.connected.set()
-            reader = asyncio.create_task(self._read(call))
+            self._line = asyncio.Queue()  # what a broken stream had in flight is lost, as on a wire
+            writer = asyncio.create_task(self._delay_line(call)) if self.delay_s > 0 else None
             try:
-                await self._send(call, reader)
+                await self._stream(call)
             finally:
-                reader.cancel()
-                with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
-                    await reader
-                self.connected.clear()
+                if writer is not None:
+                    writer.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                        await writer
+
+    async def _stream(self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback]) -> None:
+        hello = pb.Hello(
+            edge=self.edge,
+            sender=self.sender,
+            epoch=self.epoch(),
+            channel=self.channel,
+            layout=self.codec.fingerprint(),
+        )
+        await call.write(pb.Frame(hello=hello))
+        welcome = await call.read()
+        await asyncio.sleep(2 * self.delay_s)  # the handshake's round trip
+        if welcome is grpc.aio.EOF:
+            await call  # raises the status
+            return
+        wanted = welcome.welcome.next_seq
+        if self.welcome_seq is None:
+            self.welcome_seq = wanted
+        point, start = self.log.start_for(self.edge, wanted)
+        if point is not None:
+            await self._write_point(call, point)
+        self.sent = start - 1
+        self.acked = max(self.acked, wanted - 1)
+        self.sent_eos = False
+        self.sent_watermark = -(2**62)
+        self.ever_connected = True
+        self.connected.set()
+        reader = asyncio.create_task(self._read(call))
+        try:
+            await self._send(call, reader)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                await reader
+            self.connected.clear()
 
     async def _read(self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback]) -> None:
         while True:
@@ -344,16 +362,37 @@ class EdgeSender:
             if feedback is grpc.aio.EOF:
                 await call  # raises the closing status if it is an error
                 return
-            if feedback.WhichOneof("body") == "level0":
-                self.acked = max(self.acked, feedback.level0.seq)
-            self.on_feedback(self, feedback)
-            self.wake.set()
+            if self.delay_s > 0:
+                asyncio.get_running_loop().call_later(self.delay_s, self._feedback, feedback)
+            else:
+                self._feedback(feedback)
+
+    def _feedback(self, feedback: pb.Feedback) -> None:
+        if feedback.WhichOneof("body") == "level0":
+            self.acked = max(self.acked, feedback.level0.seq)
+        self.on_feedback(self, feedback)
+        self.wake.set()
+
+    async def _write(self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback], frame: pb.Frame) -> None:
+        if self.delay_s > 0:
+            self._line.put_nowait((clock.monotonic() + self.delay_s, frame))
+        else:
+            await call.write(frame)
+
+    async def _delay_line(self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback]) -> None:
+        """Write each frame once its latency has passed, in order."""
+        while True:
+            due, frame = await self._line.get()
+            wait = due - clock.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await call.write(frame)
 
     async def _write_point(
         self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback], point: ResyncPoint
     ) -> None:
         frame = pb.Frame(resync=point_to_pb(point))
-        await call.write(frame)
+        await self._write(call, frame)
         self.points_sent += 1
         self._count(frame.ByteSize())
 
@@ -428,7 +467,7 @@ class EdgeSender:
                 first_seq=first, count=len(rows), rows=blob, watermark=watermark, end_of_stream=eos
             )
         )
-        await call.write(frame)
+        await self._write(call, frame)
         self.sent_watermark = watermark
         self.sent_eos = eos
         self._count(frame.ByteSize(), len(rows))

@@ -8,7 +8,8 @@ stream by stream, so that a local search can re-price one operator's moves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,9 @@ class Problem:
     inputs: list[list[int]]  # per operator
     rate: npt.NDArray[np.float64]  # of each operator's output stream
     latency: npt.NDArray[np.float64]
+    # Per operator, the nodes it may go to when fewer than every placeable
+    # one (a running cluster: only where a spare stands).
+    candidates: dict[int, npt.NDArray[np.int64]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, plan: OperatorPlan, network: Network) -> Problem:
@@ -62,7 +66,14 @@ class Problem:
     def allowed(self, op: int) -> npt.NDArray[np.int64]:
         if self.pinned[op] >= 0:
             return np.array([self.pinned[op]], dtype=np.int64)
+        if op in self.candidates:
+            return self.candidates[op]
         return np.flatnonzero(self.network.placeable).astype(np.int64)
+
+    def restrict(self, operator: str, nodes: Collection[str]) -> None:
+        """Let ``operator`` go only to ``nodes``."""
+        index = self.names.index(operator)
+        self.candidates[index] = np.array(sorted(self.network.node(n) for n in nodes), dtype=np.int64)
 
     def stream_usage(self, producer: int, where: Placement) -> float:
         """What ``producer``'s output costs: once per distinct remote node."""

@@ -71,10 +71,10 @@ def nearest_nodes(
     problem: Problem, points: npt.NDArray[np.float64], coords: npt.NDArray[np.float64]
 ) -> Placement:
     where = problem.pinned.copy()
-    placeable = np.flatnonzero(problem.network.placeable)
     for o in np.flatnonzero(where < 0):
-        distance = np.linalg.norm(coords[placeable] - points[o], axis=1)
-        where[o] = placeable[int(np.argmin(distance))]
+        allowed = problem.allowed(int(o))
+        distance = np.linalg.norm(coords[allowed] - points[o], axis=1)
+        where[o] = allowed[int(np.argmin(distance))]
     return where
 
 

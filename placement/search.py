@@ -49,7 +49,7 @@ def solve_at_sink(problem: Problem) -> Placement:
     for o in reversed(range(len(problem.names))):  # consumers first
         if where[o] < 0:
             downstream = [where[c] for c in problem.consumers[o] if where[c] >= 0]
-            where[o] = downstream[0] if downstream else _any_placeable(problem)
+            where[o] = _nearest_allowed(problem, o, downstream[0] if downstream else -1)
     return where
 
 
@@ -59,17 +59,16 @@ def solve_at_sources(problem: Problem) -> Placement:
     for o in range(len(problem.names)):  # producers first
         if where[o] < 0 and problem.inputs[o]:
             heaviest = max(problem.inputs[o], key=lambda p: problem.rate[p])
-            node = where[heaviest]
-            where[o] = node if problem.network.placeable[node] else _nearest_placeable(problem, node)
+            where[o] = _nearest_allowed(problem, o, int(where[heaviest]))
     if (where < 0).any():  # operators without inputs: downstream
         where = np.where(where < 0, solve_at_sink(problem), where)
     return where
 
 
-def _any_placeable(problem: Problem) -> int:
-    return int(np.flatnonzero(problem.network.placeable)[0])
-
-
-def _nearest_placeable(problem: Problem, node: int) -> int:
-    placeable = np.flatnonzero(problem.network.placeable)
-    return int(placeable[np.argmin(problem.latency[node, placeable])])
+def _nearest_allowed(problem: Problem, op: int, node: int) -> int:
+    """``node`` if ``op`` may go there, else the nearest node it may go to
+    (any, without a ``node``)."""
+    allowed = problem.allowed(op)
+    if node < 0:
+        return int(allowed[0])
+    return int(allowed[np.argmin(problem.latency[node, allowed])])

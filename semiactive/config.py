@@ -249,6 +249,22 @@ class SinkConfig(_Model):
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
 
 
+class NetworkConfig(_Model):
+    """Seed 004: the wide-area network the nodes stand on. Every node is
+    at a site of ``topology``; frames between two nodes are delayed by the
+    latency of the shortest path between their sites (``delay``); the
+    coordinator measures each edge's rate, computes the network usage and,
+    every ``replace_every_s``, moves a stage to a spare at a better site
+    when that lowers the usage by at least ``min_gain`` (a fraction)."""
+
+    topology: Annotated[str, Field(min_length=1)]  # topohub:KEY or a node-link JSON file
+    sites: dict[str, str]  # node -> topology node
+    delay: bool = True
+    replace_every_s: Annotated[float, Field(ge=0)] = 0.0  # 0: no re-placement
+    min_gain: Annotated[float, Field(ge=0, lt=1)] = 0.1
+    rate_window_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+
+
 class Endpoint(_Model):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=1, le=65535)]
@@ -273,6 +289,7 @@ class ClusterConfig(_Model):
     sinks: list[SinkConfig] = Field(default_factory=list)
     spares: list[Annotated[str, Field(pattern=NAME)]] = Field(default_factory=list)
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
+    network: NetworkConfig | None = None
 
     @property
     def timeout_ms(self) -> int:

@@ -26,6 +26,7 @@ from mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
 from node.cql import CqlError, compile_program, parse, plan
 from node.cql import ast as cql_ast
 from node.sources import wire_size
+from placement.network import Network, NetworkError, load_network
 from semiactive.config import ClusterConfig, ConfigError, LoadedConfig, SinkConfig, SourceConfig, StageConfig
 
 _TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
@@ -118,6 +119,18 @@ class NodeRole(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class SiteMap:
+    """The network and each node's site on it."""
+
+    network: Network
+    sites: dict[str, str]
+
+    def latency_s(self, a: str, b: str) -> float:
+        net = self.network
+        return float(net.latency_ms[net.index[self.sites[a]], net.index[self.sites[b]]]) / 1000
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     name: str
     role: NodeRole
@@ -132,6 +145,11 @@ class Topology:
     nodes: dict[str, NodeInfo]
     streams: dict[str, str]  # stream -> producing stage
     edges: list[Edge]
+    network: SiteMap | None = None  # seed 004: where the nodes stand
+
+    def latency_s(self, a: str, b: str) -> float:
+        """One-way latency between two nodes' sites (0 without a network)."""
+        return self.network.latency_s(a, b) if self.network is not None else 0.0
 
     def stage_of(self, node: str) -> Stage | None:
         info = self.nodes[node]
@@ -251,7 +269,28 @@ class _Resolver:
         for name in cfg.endpoints:
             if name not in self.nodes:
                 raise self.error(f"endpoint for unknown node {name!r}", "endpoints", name)
-        return Topology(cfg, str(self.loaded.path), self.stages, self.nodes, self.streams, edges)
+        network = self._network() if cfg.network is not None else None
+        return Topology(cfg, str(self.loaded.path), self.stages, self.nodes, self.streams, edges, network)
+
+    def _network(self) -> SiteMap:
+        net_cfg = self.cfg.network
+        assert net_cfg is not None
+        spec = net_cfg.topology
+        if not spec.startswith("topohub:") and not Path(spec).is_absolute():
+            spec = str(self.loaded.path.parent / spec)
+        try:
+            network = load_network(spec)
+        except NetworkError as exc:
+            raise self.error(str(exc), "network", "topology") from None
+        for node, site in net_cfg.sites.items():
+            if node not in self.nodes:
+                raise self.error(f"no node {node!r} in this cluster", "network", "sites", node)
+            if site not in network.index:
+                raise self.error(f"{network.name} has no node {site!r}", "network", "sites", node)
+        missing = [n for n in self.nodes if n not in net_cfg.sites]
+        if missing:
+            raise self.error(f"no site for {', '.join(sorted(missing))}", "network", "sites")
+        return SiteMap(network, dict(net_cfg.sites))
 
     def _parse_stages(self) -> list[tuple[int, StageConfig, cql_ast.Program, str, str]]:
         out = []

@@ -280,12 +280,13 @@ def test_cli_prints_placement_usage_and_optimum(tmp_path: Path, capsys: pytest.C
         "p.yaml",
         "operators:\n  - {name: a, pinned: A}\n  - {name: b, pinned: B}\n  - {name: join}\n"
         "  - {name: i, pinned: I}\nedges:\n  - {from: a, to: join, rate: 3}\n"
-        "  - {from: b, to: join, rate: 1}\n  - {from: join, to: i, rate: 2}\n",
+        "  - {from: b, to: join, rate: 2}\n  - {from: join, to: i, rate: 2.5}\n",
     )
     assert main(["placement", "solve", "--topology", topo, "--plan", plan, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["placement"]["join"] == "D"
-    assert out["network_usage"] == out["optimum"] == 16
+    # join on D: 3 x 2 + 2 x 4 + 2.5 x 3; on A 24.5, on I 29, on B 35.5
+    assert out["network_usage"] == out["optimum"] == 21.5
     assert main(["placement", "solve", "--topology", topo, "--plan", plan, "--method", "sink"]) == 0
     text = capsys.readouterr().out
     assert "join  I" in text and "ratio" in text

@@ -1,0 +1,128 @@
+"""The ``network:`` block (seed 004): located errors, the sites' latencies,
+and the coordinator's pricing and re-placement decision from reported byte
+counters (coordinator/replacement.py), without sockets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coordinator.control import WARMUP_S
+from ha.routing import initial_views
+from node.events import EventLog
+from node.messages import view_to_pb
+from semiactive.wire import control_pb2 as cpb
+from tests.processes import ROOT
+from tests.unit.test_config import BASE, _check, _load
+
+TOPOLOGY = str(ROOT / "examples" / "networks" / "two-coasts.json")
+SITES = "    node-0: east\n    node-1: west\n    sink: east\n"
+
+
+def network(sites: str = SITES, extra: str = "", topology: str = TOPOLOGY) -> str:
+    return BASE + f"network:\n  topology: {topology}\n  sites:\n{sites}{extra}"
+
+
+def test_sites_give_latencies(tmp_path: Path) -> None:
+    top = _load(tmp_path, network())
+    assert top.latency_s("node-0", "node-1") == pytest.approx(0.040)
+    assert top.latency_s("node-0", "sink") == 0.0
+    assert _load(tmp_path, BASE).latency_s("node-0", "node-1") == 0.0
+
+
+def test_network_errors_are_located(tmp_path: Path) -> None:
+    _check(
+        tmp_path,
+        network(sites=SITES + "    ghost: east\n"),
+        "ghost: east",
+        "network.sites.ghost",
+        "no node 'ghost'",
+    )
+    _check(tmp_path, network(sites=SITES.replace("node-1: west", "node-1: mars")), "node-1: mars",
+           "network.sites.node-1", "has no node 'mars'")  # fmt: skip
+    _check(tmp_path, network(sites="    node-0: east\n    sink: east\n"), "sites:", "network.sites",
+           "no site for node-1")  # fmt: skip
+    _check(tmp_path, network(topology="topohub:topozoo/Nowhere"), "topology: topohub", "network.topology",
+           "topohub has no topology")  # fmt: skip
+    _check(tmp_path, network(extra="  min_gain: 1.5\n"), "min_gain", "network.min_gain", "less than 1")
+
+
+class Reports:
+    """Reports as the nodes send them: cumulative data bytes per output edge."""
+
+    def __init__(self, tmp_path: Path, text: str) -> None:
+        from coordinator.control import Coordinator
+
+        self.topology = _load(tmp_path, text)
+        names = list(self.topology.nodes)
+        addresses = {n: f"127.0.0.1:{i}" for i, n in enumerate(names, start=2000)}
+        self.coordinator = Coordinator(
+            self.topology, addresses, EventLog("coordinator", tmp_path / "run"), 0.0
+        )
+        self.now = 0.0
+        self.sent: dict[str, int] = {}
+
+    def round(self, rates: dict[str, int], roles: dict[str, tuple[str, str]]) -> None:
+        self.now += 0.1
+        for node, (role, stage) in roles.items():
+            status = cpb.NodeStatus(name=node, role=role, stage=stage)
+            status.views.extend(view_to_pb(v) for v in initial_views(self.topology))
+            for edge in self.topology.edges:
+                if edge.producer == stage and role in ("primary", "source"):
+                    self.sent[edge.id] = self.sent.get(edge.id, 0) + rates.get(edge.id, 0) // 10
+                    status.outputs.add(edge=edge.id, data_bytes=self.sent[edge.id])
+            self.coordinator.on_report(status, "", self.now)
+        self.coordinator.step(self.now)
+
+
+PROTECTED = network(
+    sites=SITES + "    sec-1: west\n    spare-east: east\n",
+    extra="  replace_every_s: 1\n  min_gain: 0.2\n",
+).replace("    node: node-1\n", "    node: node-1\n    ha: {mode: sas, secondary: sec-1}\n") + (
+    "spares: [spare-east]\n"
+)
+ROLES = {
+    "node-0": ("source", "node-0"),
+    "node-1": ("primary", "stage-1"),
+    "sec-1": ("secondary", "stage-1"),
+    "sink": ("sink", "sink"),
+    "spare-east": ("spare", ""),
+}
+
+
+def test_usage_is_rate_times_latency_and_the_stage_moves_where_it_is_cheaper(tmp_path: Path) -> None:
+    reports = Reports(tmp_path, PROTECTED)
+    rates = {"node-0->stage-1": 10_000, "stage-1->sink": 2_000}
+    for _ in range(int((WARMUP_S + 0.5) / 0.1)):
+        reports.round(rates, ROLES)
+    monitor = reports.coordinator.monitor
+    assert monitor is not None
+    assert monitor.rates["node-0->stage-1"] == pytest.approx(10_000, rel=0.02)
+    # (10 kB/s + 2 kB/s) x 40 ms
+    assert monitor.usage_bytes(reports.coordinator) == pytest.approx(480, rel=0.02)
+    replacer = reports.coordinator.replacer
+    assert replacer is not None
+    decision = replacer.decide(reports.now)
+    assert decision is not None and (decision.stage, decision.target) == ("stage-1", "spare-east")
+    assert decision.usage_now == pytest.approx(480, rel=0.02) and decision.usage_best == 0
+    for _ in range(12):
+        reports.round(rates, ROLES)
+    assert reports.coordinator.views["stage-1"].secondary == "spare-east"  # the migration started
+    assert "stage-1" in reports.coordinator.migrations.active
+
+
+def test_no_move_below_the_margin(tmp_path: Path) -> None:
+    # The sink sits west too: moving east would save the input side only
+    # to pay the output side; with a small output the move is still worth it,
+    # with a large one it is not.
+    text = PROTECTED.replace("    sink: east\n", "    sink: west\n")
+    reports = Reports(tmp_path, text)
+    rates = {"node-0->stage-1": 10_000, "stage-1->sink": 9_000}
+    for _ in range(12):
+        reports.round(rates, ROLES)
+    replacer = reports.coordinator.replacer
+    assert replacer is not None
+    decision = replacer.decide(reports.now)
+    assert decision is not None and decision.stage is None  # 10 x 40 vs 9 x 40: gain 10% < 20%
+    assert not reports.coordinator.migrations.active
