@@ -43,9 +43,18 @@ class CoordinatorMetrics:
             "Steps of the control or tuning loop that failed (logged; the loop goes on).",
             registry=self.registry,
         )
+        self.migrations = Counter(
+            "semiactive_coordinator_migrations_total",
+            "Migrations of a stage to another node that ended, by outcome (done: the target serves "
+            "it; aborted: the stage stayed where it was, or a failover ended it).",
+            ["stage", "outcome"],
+            registry=self.registry,
+        )
         for stage in coordinator.topology.stages.values():
             if stage.config is not None and stage.config.ha.mode != "none":
                 self.reprotections.labels(stage.name)
+                for outcome in ("done", "aborted"):
+                    self.migrations.labels(stage.name, outcome)
         ProcessCollector(registry=self.registry)
         self.exposed = CollectorRegistry(auto_describe=False)
         self.exposed.register(_Exposition(self))
@@ -57,6 +66,10 @@ class CoordinatorMetrics:
                 self.reprotections.labels(str(record.get("stage", ""))).inc()
             case "coordinator_error":
                 self.errors.inc()
+            case "migrated":
+                self.migrations.labels(str(record.get("stage", "")), "done").inc()
+            case "migration_aborted":
+                self.migrations.labels(str(record.get("stage", "")), "aborted").inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.exposed)
@@ -69,6 +82,7 @@ class _Exposition:
     def collect(self) -> Iterable[Metric]:
         state = self.metrics.coordinator.cluster_state(clock.monotonic())
         families = [*_stage_families(state), *_tuning_families(state), *_node_families(state)]
+        families.extend(_network_families(self.metrics.coordinator))
         # Its process metrics say which process they are of, as the nodes' do.
         families.extend(with_labels(f, {"node": NODE}) for f in self.metrics.registry.collect())
         return families
@@ -188,3 +202,31 @@ def _node_families(state: cdpb.ClusterStatus) -> Iterator[Metric]:
             age.add_metric([n.name], n.last_report_s)
     alive.add_metric([], sum(n.liveness == Liveness.UP.value for n in state.nodes))
     yield from (liveness, age, alive)
+
+
+def _network_families(coordinator: Coordinator) -> Iterator[Metric]:
+    """Seed 004, with a ``network:`` block: the measured edge rates and the
+    network usage they make at the current placement."""
+    monitor = coordinator.monitor
+    if monitor is None:
+        return
+    usage = GaugeMetricFamily(
+        "semiactive_coordinator_network_usage_bytes",
+        "Network usage u (seed 004, eq. 2) of the current placement: sum over edges of the measured "
+        "rate times the latency between the sites of producer and consumer (bytes in flight).",
+    )
+    usage.add_metric([], monitor.usage_bytes(coordinator))
+    rate = GaugeMetricFamily(
+        "semiactive_coordinator_edge_rate_bytes_per_second",
+        "Data bytes per second on each edge, measured over the rate window.",
+        labels=["edge"],
+    )
+    latency = GaugeMetricFamily(
+        "semiactive_coordinator_edge_latency_seconds",
+        "One-way latency between the sites of an edge's producer and consumer primaries.",
+        labels=["edge"],
+    )
+    for e in monitor.edges(coordinator):
+        rate.add_metric([e.edge], e.rate_bytes_per_s)
+        latency.add_metric([e.edge], e.latency_s)
+    yield from (usage, rate, latency)

@@ -248,3 +248,30 @@ async def test_the_endpoint_survives_garbage_and_keeps_serving() -> None:
 def test_the_deployment_scrape_config_is_valid() -> None:
     checked = promtool("check", "config", str(ROOT / "deploy" / "prometheus.yml"))
     assert checked.returncode == 0, checked
+
+
+def test_the_coordinator_exposes_network_usage_and_migrations() -> None:
+    topo = topology.resolve(config.load(ROOT / "examples" / "replacement-chain.yaml"))
+    addresses = {name: f"127.0.0.1:{7000 + i}" for i, name in enumerate(topo.nodes)}
+    coordinator = Coordinator(topo, addresses, EventLog("coordinator", None), now=0.0)
+    metrics = CoordinatorMetrics(coordinator)
+    for t, sent in ((0.0, 0), (1.0, 16_000)):
+        status = cpb.NodeStatus(name="quotes", role="source", stage="quotes")
+        status.outputs.add(edge="quotes->join-1", data_bytes=sent)
+        coordinator.on_report(status, addresses["quotes"], now=t)
+    coordinator.events.emit("migration_aborted", stage="join-1", target="spare-east", reason="test")
+    text = metrics.exposition().decode()
+    # 16 kB/s from the east coast to the join on the west coast, 40 ms away
+    assert "semiactive_coordinator_network_usage_bytes 640.0" in text
+    assert 'semiactive_coordinator_edge_rate_bytes_per_second{edge="quotes->join-1"} 16000.0' in text
+    assert 'semiactive_coordinator_edge_latency_seconds{edge="quotes->join-1"} 0.04' in text
+    assert (
+        'semiactive_coordinator_migrations_total{node="coordinator",outcome="aborted",stage="join-1"} 1.0'
+        in text
+    )
+    assert (
+        'semiactive_coordinator_migrations_total{node="coordinator",outcome="done",stage="sum-2"} 0.0' in text
+    )
+    if PROMTOOL is not None:
+        checked = promtool("check", "metrics", text=text.encode())
+        assert checked.returncode == 0 and not checked.stdout and not checked.stderr, checked
