@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: demo test deploy-check lint iperf3 java prometheus dashboards bench proto clean deploy-test
+.PHONY: demo test deploy-check lint iperf3 java prometheus chromium dashboards bench proto clean deploy-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,7 +50,15 @@ java:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless; }
 
-test: lint iperf3 prometheus java
+# chromium and its chromedriver load the coordinator's web page in
+# tests/integration/test_web_page.py: installed when missing and root;
+# otherwise that test skips, saying why.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || [ "$$(id -u)" != 0 ] || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver; }
+
+test: lint iperf3 prometheus java chromium
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider
 	@$(MAKE) --no-print-directory deploy-check
 

@@ -95,6 +95,7 @@ class Process:
     port: int
     metrics_port: int
     host: str = "127.0.0.1"
+    http_port: int = 0  # the coordinator's web page
     popen: subprocess.Popen[bytes] | None = None
     expected_exit: bool = False  # the launcher caused (or asked for) its exit
     frozen_by_launcher: bool = False
@@ -177,6 +178,7 @@ class Cluster:
         coordinator = Process(
             COORDINATOR, COORDINATOR, None, self.ports.take(), self.ports.take(), self.host(COORDINATOR)
         )
+        coordinator.http_port = self.ports.take()
         self.processes[COORDINATOR] = coordinator
 
     def spawn(self) -> None:
@@ -216,6 +218,8 @@ class Cluster:
             common += ["--tls-dir", str(self.tls_dir)]
         if p.role == COORDINATOR:
             cmd += ["coordinator", *common, "--listen", p.address, "--metrics-port", str(p.metrics_port)]
+            if p.http_port:
+                cmd += ["--http", str(p.http_port)]
             if not self.reprotect:
                 cmd.append("--no-reprotect")
         else:
@@ -268,7 +272,11 @@ class Cluster:
                     "host": p.host,
                     "pid": p.popen.pid if p.popen else None,
                     "restarts": p.restarts,
-                    "ports": {"grpc": p.port, **({"metrics": p.metrics_port} if p.metrics_port else {})},
+                    "ports": {
+                        "grpc": p.port,
+                        **({"metrics": p.metrics_port} if p.metrics_port else {}),
+                        **({"http": p.http_port} if p.http_port else {}),
+                    },
                 }
                 for p in self.processes.values()
             ],
@@ -461,6 +469,8 @@ async def run_cluster(
         params = {"duration_s": duration, "faults": [f.record() for f in planned], "reprotect": reprotect}
         manifest.write_run(run_dir, "cluster", config, params)
     print(f"run directory: {run_dir}", file=sys.stderr)
+    web = cluster.coordinator
+    print(f"live page: http://{web.host}:{web.http_port}/", file=sys.stderr)
     loop = asyncio.get_running_loop()
     interrupted = asyncio.Event()
 

@@ -25,7 +25,9 @@ from pathlib import Path
 import grpc
 
 from coordinator.control import REPORT_INTERVAL_S, Coordinator
+from coordinator.live_view import LiveView
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.web_server import WebServer
 from node import authorization, clock
 from node.events import EventLog
 from node.health import Health
@@ -152,6 +154,7 @@ async def run_service(
     listen: str,
     until: Awaitable[object],
     metrics_port: int | None = None,
+    http_port: int | None = None,
 ) -> None:
     """Serve ``coordinator`` at ``listen`` (and its Prometheus metrics on
     ``metrics_port``, same host) and run its loops until ``until``
@@ -170,6 +173,13 @@ async def run_service(
             raise ConfigError(
                 f"--metrics-port {metrics_port}: cannot listen there ({exc.strerror})"
             ) from None
+    web, web_server = None, None
+    if http_port:
+        web = WebServer(LiveView(coordinator))
+        try:
+            web_server = await web.serve(listen.rsplit(":", 1)[0], http_port)
+        except OSError as exc:
+            raise ConfigError(f"--http {http_port}: cannot listen there ({exc.strerror})") from None
     await server.start()
     coordinator.events.emit("coordinator_started", listen=listen, reprotect=coordinator.reprotect)
     try:
@@ -177,12 +187,16 @@ async def run_service(
             loops = [group.create_task(control_loop(coordinator, network))]
             if coordinator.tuning.edges:
                 loops.append(group.create_task(tuning_loop(coordinator)))
+            if web is not None:
+                loops.append(group.create_task(web.sample()))
             await until
             for task in loops:
                 task.cancel()
     finally:
         if metrics_server is not None:
             metrics_server.close()
+        if web_server is not None:
+            web_server.close()
         await health.shutting_down()
         await server.stop(0.5)
 
@@ -195,6 +209,7 @@ async def serve(
     reprotect: bool = True,
     tls_dir: Path | None = None,
     metrics_port: int | None = None,
+    http_port: int | None = None,
 ) -> int:
     topology = topology_mod.resolve(config_mod.load(config))
     network = GrpcNetwork(process_security(COORDINATOR, tls_dir, topology.config.insecure))
@@ -217,6 +232,7 @@ async def serve(
             listen,
             asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED),
             metrics_port,
+            http_port,
         )
     finally:
         for task in waits:
@@ -239,6 +255,7 @@ def run_coordinator(
     level: str,
     tls_dir: Path | None = None,
     metrics_port: int | None = None,
+    http_port: int | None = None,
 ) -> int:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -248,4 +265,4 @@ def run_coordinator(
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import uvloop
 
-    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect, tls_dir, metrics_port))
+    return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect, tls_dir, metrics_port, http_port))

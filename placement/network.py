@@ -72,6 +72,9 @@ class Network:
             a, b = unreachable[0]
             raise NetworkError(f"{name}: no path between {self.nodes[a]!r} and {self.nodes[b]!r}")
         self.placeable = np.ones(size, dtype=bool)
+        # Where to draw each node (longitude, latitude for topohub graphs), when known.
+        self.positions: dict[str, tuple[float, float]] = {}
+        self.title = name  # what a page calls it (the graph's own name, when it has one)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -118,6 +121,8 @@ class Network:
         other._previous[-1, :-1] = size - 1
         other._previous[:-1, -1] = np.arange(size - 1)
         other.placeable = np.append(self.placeable, False)
+        other.positions = dict(self.positions)
+        other.title = self.title
         return other
 
 
@@ -160,7 +165,15 @@ def from_node_link(data: Mapping[str, Any], name: str) -> Network:
             raise NetworkError(f"{name}: edges[{i}]: the latency is not a number")
         # A zero-length link (two sites in one city) still takes a little time.
         links.append(Link(a, b, float(latency) or 0.001))
-    return Network(name, names, links)
+    network = Network(name, names, links)
+    graph = data.get("graph")
+    if isinstance(graph, Mapping) and isinstance(graph.get("name"), str):
+        network.title = graph["name"]
+    for node, label in zip(nodes_data, names, strict=True):
+        pos = node.get("pos")
+        if isinstance(pos, list) and len(pos) == 2 and all(isinstance(v, (int, float)) for v in pos):
+            network.positions[label] = (float(pos[0]), float(pos[1]))
+    return network
 
 
 def _key(value: Any) -> str:

@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics here (host of --listen)"
     )
     coord.add_argument(
+        "--http", type=int, metavar="PORT", help="serve the live web page here (host of --listen; read-only)"
+    )
+    coord.add_argument(
         "--no-reprotect", action="store_true", help="converge views only; assign no new secondaries"
     )
     _tls_dir_option(coord)
@@ -386,6 +389,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.log_level,
             args.tls_dir,
             args.metrics_port,
+            args.http,
         )
     if args.command == "status":
         from coordinator.status import show_status

@@ -1,0 +1,143 @@
+"""What the coordinator's web page shows, as JSON (pure).
+
+:class:`LiveView` follows the coordinator: it keeps the network usage over
+time (one sample per :meth:`sample`) and the latest control events (its
+own: migrations, re-placements, re-protections; and failovers, seen as a
+stage's epoch going up without a migration handing it over). A snapshot
+holds the topology (sites with positions, links with the bytes/s the
+current placement puts on them), every stage with its replicas and their
+sites, every node, the edges with rate and latency, u and its history.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from placement.network import Network
+
+if TYPE_CHECKING:
+    from coordinator.control import Coordinator
+
+HISTORY = 600  # samples of u kept (5 minutes at the page's 0.5 s)
+EVENTS = 100
+SHOWN = {
+    "migration_started",
+    "migration_handover",
+    "migrated",
+    "migration_aborted",
+    "replacement",
+    "assigned",
+}
+
+
+class LiveView:
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        self.usage: deque[tuple[float, float]] = deque(maxlen=HISTORY)
+        self.events: deque[dict[str, Any]] = deque(maxlen=EVENTS)
+        self.epochs: dict[str, int] = {}
+        self.handed_over: set[tuple[str, int]] = set()
+        self.listeners: list[deque[dict[str, Any]]] = []
+        coordinator.events.observers.append(self._observe)
+
+    def _observe(self, record: dict[str, Any]) -> None:
+        if record.get("event") not in SHOWN:
+            return
+        if record["event"] == "migration_handover":
+            self.handed_over.add((str(record.get("stage")), int(record.get("epoch", 0))))
+        self._add({k: v for k, v in record.items() if k != "node"})
+
+    def _add(self, record: dict[str, Any]) -> None:
+        self.events.append(record)
+        for queue in self.listeners:
+            queue.append(record)
+
+    def sample(self, now_wall: float) -> None:
+        """Record u now, and a failover for every epoch that went up unasked."""
+        c = self.coordinator
+        for stage, view in c.views.items():
+            before = self.epochs.get(stage)
+            self.epochs[stage] = view.epoch
+            if before is not None and view.epoch > before and (stage, view.epoch) not in self.handed_over:
+                self._add({"t": now_wall, "event": "failover", "stage": stage, "primary": view.primary,
+                           "epoch": view.epoch})  # fmt: skip
+        if c.monitor is not None:
+            self.usage.append((now_wall, c.monitor.usage_bytes(c)))
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        c = self.coordinator
+        state = c.cluster_state(now)
+        sites = c.topology.network.sites if c.topology.network is not None else {}
+        out: dict[str, Any] = {
+            "cluster": state.name,
+            "uptime_s": round(state.uptime_s, 1),
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "role": s.role,
+                    "mode": s.mode,
+                    "primary": s.primary,
+                    "secondary": s.secondary,
+                    "epoch": s.epoch,
+                    "protected": s.protected,
+                    "inputs": [e.producer for e in c.topology.stages[s.stage].inputs],
+                }
+                for s in state.stages
+            ],
+            "nodes": [
+                {
+                    "name": n.name,
+                    "role": n.role,
+                    "stage": n.stage,
+                    "liveness": n.liveness,
+                    "site": sites.get(n.name),
+                }
+                for n in state.nodes
+            ],
+            "migrations": [
+                {"stage": m.stage, "target": m.target, "phase": m.phase} for m in c.migrations.active.values()
+            ],
+            "events": list(self.events),
+            "usage_history": [[round(t, 3), round(u, 3)] for t, u in self.usage],
+        }
+        if c.monitor is not None and c.topology.network is not None:
+            edges = c.monitor.edges(c)
+            out["usage_bytes"] = c.monitor.usage_bytes(c)
+            out["edges"] = [
+                {
+                    "edge": e.edge,
+                    "from": e.producer_node,
+                    "to": e.consumer_node,
+                    "rate_bytes_per_s": round(e.rate_bytes_per_s, 1),
+                    "latency_ms": round(e.latency_s * 1000, 3),
+                }
+                for e in edges
+            ]
+            out["network"] = _network(c.topology.network.network, c, edges)
+        return out
+
+
+def _network(network: Network, c: Coordinator, edges: list[Any]) -> dict[str, Any]:
+    """Sites, and links with the bytes/s routed over them."""
+    assert c.topology.network is not None
+    sites = c.topology.network.sites
+    load: dict[tuple[int, int], float] = {}
+    for e in edges:
+        a, b = network.index[sites[e.producer_node]], network.index[sites[e.consumer_node]]
+        for x, y in network.path(a, b):
+            key = (min(x, y), max(x, y))
+            load[key] = load.get(key, 0.0) + e.rate_bytes_per_s
+    return {
+        "name": network.title,
+        "sites": [{"name": n, "pos": network.positions.get(n)} for n in network.nodes],
+        "links": [
+            {
+                "a": network.nodes[link.a],
+                "b": network.nodes[link.b],
+                "latency_ms": link.latency_ms,
+                "rate_bytes_per_s": round(load.get((min(link.a, link.b), max(link.a, link.b)), 0.0), 1),
+            }
+            for link in network.links
+        ],
+    }

@@ -1,0 +1,105 @@
+"""The coordinator's web page server (coordinator/web_server.py) on a
+loopback port: the page, one JSON snapshot, the event stream; and what an
+attacker sends (no end of head, noise, other methods, more streams than
+allowed) never stops it. The snapshot comes from a coordinator fed
+reports in memory (coordinator/live_view.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from coordinator import web_server
+from coordinator.control import Coordinator
+from coordinator.live_view import LiveView
+from coordinator.web_server import WebServer
+from node.events import EventLog
+from semiactive import config, topology
+from semiactive.wire import control_pb2 as cpb
+from tests.processes import ROOT
+
+
+def live_view() -> tuple[Coordinator, LiveView]:
+    topo = topology.resolve(config.load(ROOT / "examples" / "replacement-chain.yaml"))
+    addresses = {name: f"127.0.0.1:{7000 + i}" for i, name in enumerate(topo.nodes)}
+    coordinator = Coordinator(topo, addresses, EventLog("coordinator", None), now=0.0)
+    for t, sent in ((0.0, 0), (1.0, 20_000)):
+        status = cpb.NodeStatus(name="quotes", role="source", stage="quotes")
+        status.outputs.add(edge="quotes->join-1", data_bytes=sent)
+        coordinator.on_report(status, addresses["quotes"], now=t)
+    return coordinator, LiveView(coordinator)
+
+
+async def request(port: int, data: bytes, read: bool = True) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    with contextlib.suppress(ConnectionError):
+        await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 5) if read else b""
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+    return answer
+
+
+def test_the_snapshot_prices_the_placement_and_routes_the_links() -> None:
+    coordinator, view = live_view()
+    view.sample(100.0)
+    state = view.snapshot(1.0)
+    assert state["cluster"] == "replacement-chain"
+    assert state["usage_bytes"] == 20_000 * 0.040  # quotes (east) -> join-1 (west)
+    assert state["usage_history"] == [[100.0, 800.0]]
+    links = {(lk["a"], lk["b"]): lk["rate_bytes_per_s"] for lk in state["network"]["links"]}
+    assert links == {("east", "hub"): 20_000, ("hub", "west"): 20_000}
+    assert {s["name"]: s["pos"] for s in state["network"]["sites"]}["east"] == (-74.0, 40.7)
+    sites = {n["name"]: n["site"] for n in state["nodes"]}
+    assert sites["node-1"] == "west" and sites["quotes"] == "east"
+    coordinator.events.emit("migrated", stage="join-1", target="spare-east")
+    coordinator.events.emit("registered", target="x")  # not a control event: not shown
+    assert [e["event"] for e in view.snapshot(1.0)["events"]] == ["migrated"]
+    # An epoch that went up without a migration handing it over is a failover.
+    from ha.views import StageView
+
+    coordinator.views["sum-2"] = StageView("sum-2", 0, 0, "node-3", "node-4")
+    view.sample(101.0)
+    assert view.snapshot(1.0)["events"][-1]["event"] == "migrated"
+    coordinator.views["sum-2"] = StageView("sum-2", 1, 1, "node-4", None)
+    view.sample(102.0)
+    assert view.snapshot(1.0)["events"][-1]["event"] == "failover"
+
+
+async def test_the_server_answers_and_survives_garbage(monkeypatch: object) -> None:
+    _, view = live_view()
+    web = WebServer(view)
+    server = await web.serve("127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        page = await request(port, b"GET / HTTP/1.1\r\n\r\n")
+        assert page.startswith(b"HTTP/1.1 200") and b"EventSource" in page
+        state = await request(port, b"GET /state HTTP/1.1\r\n\r\n")
+        assert json.loads(state.split(b"\r\n\r\n", 1)[1])["cluster"] == "replacement-chain"
+        assert (await request(port, b"HEAD /state HTTP/1.1\r\n\r\n")).endswith(b"\r\n\r\n")
+        assert (await request(port, b"POST /state HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        assert (await request(port, b"GET /etc/passwd HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 404")
+        assert (await request(port, bytes(range(256)) * 4 + b"\r\n\r\n")).startswith(b"HTTP/1.1 405")
+        assert await request(port, b"GET /" + b"a" * 200_000) == b""  # no end of head: closed
+        await request(port, b"GET /sta", read=False)  # and gone
+        # A stream: the first snapshot arrives at once.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /events HTTP/1.1\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert b"text/event-stream" in head
+        first = await asyncio.wait_for(reader.readuntil(b"\n\n"), 5)
+        assert first.startswith(b"event: state\ndata: {")
+        # More streams than allowed: refused, the open one keeps flowing.
+        web_server.MAX_STREAMS = 1
+        assert (await request(port, b"GET /events HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 503")
+        assert (await asyncio.wait_for(reader.readuntil(b"\n\n"), 5)).startswith(b"event: state")
+        writer.close()
+        await asyncio.sleep(0.7)  # the server notices the reader left
+        assert web.streams == 0
+    finally:
+        web_server.MAX_STREAMS = 16
+        server.close()
+        await server.wait_closed()
