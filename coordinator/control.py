@@ -165,8 +165,20 @@ class Coordinator:
         return len(holders) >= 2
 
     def batch_sizes_for(self, status: cpb.NodeStatus) -> dict[str, int]:
-        """A-SAS: the B of each edge into an asas stage this node produces on."""
-        return self.tuning.batch_sizes_for(status)
+        """The B of each edge this node produces on into a SAS stage: the
+        configured one, the A-SAS tuner's, or 1 while the consumer migrates
+        (its target then lags by no batch when it takes over)."""
+        sizes = dict(self.tuning.batch_sizes_for(status))
+        for out in status.outputs:
+            consumer = out.edge.split("->", 1)[-1]
+            stage = self.topology.stages.get(consumer)
+            if stage is None or stage.config is None or stage.config.ha.mode not in ("sas", "asas"):
+                continue
+            if consumer in self.migrations.active:
+                sizes[out.edge] = 1
+            elif out.edge not in sizes and consumer in self.batch_sizes:
+                sizes[out.edge] = self.batch_sizes[consumer]
+        return sizes
 
     def newer_than_held(self, record: NodeRecord) -> list[StageView]:
         out = []
