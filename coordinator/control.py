@@ -278,10 +278,23 @@ class Coordinator:
         return seen and record.stage != view.stage
 
     def _free_spare(self, view: StageView, now: float) -> str | None:
-        for node in sorted(self.nodes):
-            if self.is_free_spare(node, view, now):
-                return node
-        return None
+        """The first free spare by name or, with a network, the one whose
+        backup streams (the stage's inputs, at their measured rates) cost
+        the least rate x latency."""
+        free = [n for n in sorted(self.nodes) if self.is_free_spare(n, view, now)]
+        if not free or self.monitor is None:
+            return free[0] if free else None
+        monitor = self.monitor
+        inputs = [e for e in self.topology.edges if e.consumer == view.stage]
+
+        def backup_cost(node: str) -> float:
+            return sum(
+                monitor.rates.get(e.id, 1.0)
+                * monitor.sites.latency_s(monitor.node_of(e.producer, self), node)
+                for e in inputs
+            )
+
+        return min(free, key=backup_cost)
 
     def is_free_spare(self, node: str, view: StageView, now: float) -> bool:
         """A node reporting itself spare that no newest view names, but for

@@ -126,3 +126,26 @@ def test_no_move_below_the_margin(tmp_path: Path) -> None:
     decision = replacer.decide(reports.now)
     assert decision is not None and decision.stage is None  # 10 x 40 vs 9 x 40: gain 10% < 20%
     assert not reports.coordinator.migrations.active
+
+
+def test_reprotection_prefers_the_spare_near_the_stages_inputs(tmp_path: Path) -> None:
+    # Two free spares: "a-far" comes first by name but stands on the west
+    # coast; the stage's inputs come from the east: "z-near" is chosen.
+    text = network(
+        sites=SITES.replace("node-1: west", "node-1: east")
+        + "    sec-1: east\n    a-far: west\n    z-near: east\n",
+    ).replace("    node: node-1\n", "    node: node-1\n    ha: {mode: sas, secondary: sec-1}\n") + (
+        "spares: [a-far, z-near]\n"
+    )
+    reports = Reports(tmp_path, text)
+    roles = dict(ROLES, **{"a-far": ("spare", ""), "z-near": ("spare", "")})
+    del roles["spare-east"]
+    rates = {"node-0->stage-1": 10_000, "stage-1->sink": 2_000}
+    for _ in range(int((WARMUP_S + 0.5) / 0.1)):
+        reports.round(rates, roles)
+    del roles["sec-1"]  # dies: no more reports, its port refuses
+    for _ in range(8):
+        reports.round(rates, roles)
+        for name in reports.coordinator.to_probe(reports.now):
+            reports.coordinator.probed(name, False)
+    assert reports.coordinator.views["stage-1"].secondary == "z-near"
