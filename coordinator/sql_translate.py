@@ -291,6 +291,8 @@ class Translator:
         values = []
         items = []
         for number, fi in enumerate(select.from_items):
+            if isinstance(fi, ast.FromAssign):
+                raise NotCovered("ASSIGN (seed 004)")
             if isinstance(fi, ast.FromSubquery):
                 value, alias = self.query(fi.query), fi.alias
             else:

@@ -136,7 +136,32 @@ class FromSubquery(Node):
     alias: str
 
 
-FromItem = FromName | FromSubquery
+@dataclass(frozen=True)
+class AssignProjection(Node):
+    """``'frame' AS frame char(16)`` or ``Near.attr AS v integer``: the
+    attribute to take (a constant, or per row the value of a column of the
+    relation), the output column's name and type."""
+
+    attribute: StrLit | ColumnRef
+    name: str
+    type: plan.SqlType
+
+
+@dataclass(frozen=True)
+class FromAssign(Node):
+    """Seed 004's ASSIGN over ``relation``: per row, the stream or relation
+    named by ``selector``'s value among ``candidates`` (OVER; empty: every
+    input of the program), under ``window``, projected."""
+
+    relation: FromName
+    selector: ColumnRef
+    projections: tuple[AssignProjection, ...]
+    candidates: tuple[FromName, ...]
+    window: WindowAst | None
+    alias: str
+
+
+FromItem = FromName | FromSubquery | FromAssign
 
 
 @dataclass(frozen=True)

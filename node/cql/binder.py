@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from node.cql import ast, plan
+from node.cql.assign import compile_assign
 from node.cql.errors import CqlError
 from node.cql.exprs import ExprBinder, GroupedBinder, Scope, contains_aggregate
 
@@ -308,6 +309,8 @@ class _Binder:
         return self._project(select, node, exprs, names, sources)
 
     def _from_item(self, item: ast.FromItem, context: _Context) -> _FromItem:
+        if isinstance(item, ast.FromAssign):
+            return self._assign(item, context)
         if isinstance(item, ast.FromSubquery):
             node = self._query(item.query, context)
         else:
@@ -328,6 +331,41 @@ class _Binder:
             names = {alias} | ({item.name} if isinstance(item, ast.FromName) else set())
             spec = plan.PartitionWindow(self._partition_keys(window, columns, names), spec.rows)
         return _FromItem(plan.Window(plan.Schema(columns), plan.Kind.RELATION, node, spec), columns, False)
+
+    def _assign(self, item: ast.FromAssign, context: _Context) -> _FromItem:
+        """Seed 004's ASSIGN (node/cql/assign.py): R and each candidate as
+        relations, then the union of joins that eq. 1 is over them."""
+        r = self._from_item(item.relation, context)
+        relation = r.node
+        if r.bare_stream:
+            relation = plan.Window(
+                plan.Schema(r.columns), plan.Kind.RELATION, relation, plan.UnboundedWindow()
+            )
+        if item.candidates:
+            names = []
+            for c in item.candidates:
+                if c.name not in self.scans:
+                    raise self._error(
+                        f"ASSIGN reads inputs of the program (REGISTER STREAM / RELATION, a stage's "
+                        f"inputs); {c.name!r} is none",
+                        c,
+                    )
+                names.append(c.name)
+        else:
+            names = [n for n in self.scans if n != item.relation.name]
+        candidates = []
+        for name in dict.fromkeys(names):
+            node: plan.PlanNode = self.scans[name]
+            if node.kind is plan.Kind.STREAM:
+                spec = item.window.spec if item.window is not None else plan.UnboundedWindow()
+                if isinstance(spec, plan.PartitionWindow):
+                    raise self._error(
+                        "ASSIGN's window cannot be partitioned (candidates differ)", item.window or item
+                    )
+                node = plan.Window(node.schema, plan.Kind.RELATION, node, spec)
+            candidates.append((name, node))
+        compiled = compile_assign(item, relation, candidates, self._error)
+        return _FromItem(compiled, _relabel(compiled.schema.columns, item.alias), False)
 
     def _source(self, item: ast.FromName, context: _Context) -> plan.PlanNode:
         if item.name in self.scans:
@@ -471,7 +509,7 @@ def _relabel(columns: tuple[plan.Column, ...], source: str) -> tuple[plan.Column
 
 
 def _alias(item: ast.FromItem) -> str:
-    if isinstance(item, ast.FromSubquery) or item.alias is not None:
+    if isinstance(item, ast.FromSubquery | ast.FromAssign) or item.alias is not None:
         assert item.alias is not None
         return item.alias
     return item.name

@@ -272,7 +272,9 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
     def select(self, meta: Any, children: list[Any]) -> ast.Select:
         distinct, *middle, where, group_by, having = children
         items = tuple(c for c in middle if isinstance(c, ast.StarItem | ast.ExprItem))
-        from_items = tuple(c for c in middle if isinstance(c, ast.FromName | ast.FromSubquery))
+        from_items = tuple(
+            c for c in middle if isinstance(c, ast.FromName | ast.FromSubquery | ast.FromAssign)
+        )
         return ast.Select(distinct is not None, items, from_items, where, group_by, having, **_pos(meta))
 
     def where(self, meta: Any, children: list[Any]) -> ast.Expr:
@@ -301,6 +303,24 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
     def from_subquery(self, meta: Any, children: list[Any]) -> ast.FromSubquery:
         query, window, alias = children
         return ast.FromSubquery(query, window, str(alias), **_pos(meta))
+
+    def from_assign(self, meta: Any, children: list[Any]) -> ast.FromAssign:
+        name, rel_window, selector, *rest = children
+        projections = tuple(c for c in rest if isinstance(c, ast.AssignProjection))
+        over, window, alias = rest[len(projections) :]
+        relation = ast.FromName(str(name), rel_window, None, **_pos(name))
+        candidates = tuple(over or ())
+        return ast.FromAssign(relation, selector, projections, candidates, window, str(alias), **_pos(meta))
+
+    def assign_proj(self, meta: Any, children: list[Any]) -> ast.AssignProjection:
+        attribute, name, type_name, length = children
+        if isinstance(attribute, Token):
+            attribute = ast.StrLit(str(attribute)[1:-1].replace("''", "'"), **_pos(attribute))
+        sql_type = self.attr(meta, [name, type_name, length]).type
+        return ast.AssignProjection(attribute, str(name), sql_type, **_pos(meta))
+
+    def over(self, meta: Any, children: list[Any]) -> tuple[ast.FromName, ...]:
+        return tuple(ast.FromName(str(n), None, None, **_pos(n)) for n in children)
 
     # -- windows
 

@@ -386,7 +386,7 @@ def test_comparisons_do_not_chain() -> None:
 def test_error_string_has_file_line_and_column() -> None:
     error = syntax_error("SELECT a\nFROM")
     assert str(error) == (
-        "prog.cql:2:5: syntax error: unexpected end of input; expected one of '(', identifier"
+        "prog.cql:2:5: syntax error: unexpected end of input; expected one of '(', ASSIGN, identifier"
     )
     assert (error.file, error.line, error.column) == ("prog.cql", 2, 5)
 
