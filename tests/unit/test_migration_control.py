@@ -52,6 +52,16 @@ def cluster_of(tmp: Path) -> FakeCluster:
     return cluster
 
 
+def moving(tmp_path: Path) -> tuple[FakeCluster, ReplicaNode]:
+    """stage-2 asked to move to spare-1, which has received nothing yet."""
+    cluster = cluster_of(tmp_path)
+    target = cluster.processes["spare-1"]
+    assert isinstance(target, ReplicaNode)
+    target.received = 0
+    assert cluster.coordinator.migrations.request("stage-2", "spare-1", cluster.now) is None
+    return cluster, target
+
+
 def events(cluster: FakeCluster) -> list[str]:
     path = cluster.run_dir / "telemetry" / "events-coordinator.jsonl"
     names = [json.loads(line)["event"] for line in path.read_text().splitlines()]
@@ -73,11 +83,7 @@ def test_refusals_say_why(tmp_path: Path) -> None:
 
 
 def test_the_handover_waits_until_the_target_caught_up(tmp_path: Path) -> None:
-    cluster = cluster_of(tmp_path)
-    target = cluster.processes["spare-1"]
-    assert isinstance(target, ReplicaNode)
-    target.received = 0
-    assert cluster.coordinator.migrations.request("stage-2", "spare-1", cluster.now) is None
+    cluster, target = moving(tmp_path)
     assert cluster.view("stage-2").secondary == "spare-1"
     cluster.rounds(1.0)
     assert (target.role, cluster.view("stage-2").epoch) == ("secondary", 0)  # far behind
@@ -96,11 +102,7 @@ def test_the_handover_waits_until_the_target_caught_up(tmp_path: Path) -> None:
 
 
 def test_a_failover_to_the_target_finishes_the_migration(tmp_path: Path) -> None:
-    cluster = cluster_of(tmp_path)
-    target = cluster.processes["spare-1"]
-    assert isinstance(target, ReplicaNode)
-    target.received = 0
-    assert cluster.coordinator.migrations.request("stage-2", "spare-1", cluster.now) is None
+    cluster, target = moving(tmp_path)
     cluster.rounds(0.3)
     cluster.processes["node-2"].alive = False  # the primary dies; the target takes over by itself
     target.views.apply(cluster.view("stage-2").promoted("spare-1"))
@@ -110,11 +112,7 @@ def test_a_failover_to_the_target_finishes_the_migration(tmp_path: Path) -> None
 
 
 def test_a_dead_target_aborts_and_the_stage_is_reprotected(tmp_path: Path) -> None:
-    cluster = cluster_of(tmp_path)
-    target = cluster.processes["spare-1"]
-    assert isinstance(target, ReplicaNode)
-    target.received = 0
-    assert cluster.coordinator.migrations.request("stage-2", "spare-1", cluster.now) is None
+    cluster, target = moving(tmp_path)
     cluster.rounds(0.3)
     target.alive = False
     cluster.rounds(1.5)
@@ -124,11 +122,7 @@ def test_a_dead_target_aborts_and_the_stage_is_reprotected(tmp_path: Path) -> No
 
 
 def test_a_target_that_never_catches_up_is_abandoned(tmp_path: Path) -> None:
-    cluster = cluster_of(tmp_path)
-    target = cluster.processes["spare-1"]
-    assert isinstance(target, ReplicaNode)
-    target.received = 0
-    assert cluster.coordinator.migrations.request("stage-2", "spare-1", cluster.now) is None
+    cluster, _ = moving(tmp_path)
     cluster.rounds(TIMEOUT_S + 1)
     assert events(cluster) == ["migration_started", "migration_aborted"]
     assert cluster.view("stage-2").primary == "node-2"
