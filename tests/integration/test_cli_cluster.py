@@ -75,9 +75,10 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
     for p in processes.values():
         assert isinstance(p["pid"], int) and p["pid"] > 0
         assert not _alive(p["pid"]), f"{p['name']} still runs"
-        assert set(p["ports"]) == {"grpc", "metrics"}
+        # The coordinator serves its web page too.
+        assert set(p["ports"]) == {"grpc", "metrics"} | ({"http"} if p["role"] == "coordinator" else set())
         ports |= set(p["ports"].values())
-    assert len(ports) == 8 and all(1024 <= port <= 65535 for port in ports)
+    assert len(ports) == 9 and all(1024 <= port <= 65535 for port in ports)
 
     for name in processes:
         assert (run_dir / "logs" / f"{name}.log").is_file()

@@ -103,7 +103,7 @@ def random_plan(rng: random.Random, net: Network, free: int, shared: bool) -> Op
             forward = p.startswith("src") or order.index(c) < order.index(p)
             if forward and candidate not in edges:
                 edges.append(candidate)
-    rates = {name: rng.choice([0.5, 1.0, 2.0, 5.0]) for name in {a for a, _ in edges}}
+    rates = {name: rng.choice([0.5, 1.0, 2.0, 5.0]) for name in sorted({a for a, _ in edges})}
     return OperatorPlan(tuple(ops + sources), tuple(Edge(a, b, rates[a]) for a, b in edges))
 
 
@@ -146,15 +146,16 @@ def test_shared_plans_reach_the_ilp() -> None:
 def test_search_improves_on_relaxation_on_germany50() -> None:
     net = load_network("topohub:sndlib/germany50")
     rng = random.Random(7)
-    worse = 0
+    relaxed_ratios, searched_ratios = [], []
     for _ in range(10):
         problem = problem_for(random_plan(rng, net, 8, False), net)
         optimum = solve(problem, "exact").network_usage
         relaxed = solve(problem, "relaxation").network_usage
         searched = solve(problem, "search").network_usage
         assert optimum - 1e-9 <= searched <= relaxed + 1e-9
-        worse += relaxed > optimum * 1.5
-    assert worse <= 2
+        relaxed_ratios.append(relaxed / optimum)
+        searched_ratios.append(searched / optimum)
+    assert sum(searched_ratios) < sum(relaxed_ratios)
 
 
 def test_assign_without_interests_reads_the_dummy_source() -> None:
