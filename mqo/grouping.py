@@ -14,8 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import squareform
 
 from mqo.query import ContinuousQuery
 
@@ -68,6 +66,10 @@ def cluster(sim: npt.NDArray[np.float64], theta: float) -> list[list[int]]:
         return [list(range(m))]
     distance = np.clip(1.0 - (sim + sim.T) / 2, 0.0, 1.0)
     np.fill_diagonal(distance, 0.0)
+    # Imported here: every node process imports this module, few cluster.
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
     tree = linkage(squareform(distance, checks=False), method="complete")
     labels = fcluster(tree, t=1.0 - theta + _EPSILON, criterion="distance")
     by_label: dict[int, list[int]] = {}

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from node.errors import UserError
 
@@ -65,6 +63,10 @@ class Network:
         rows = [a for a, _ in weights] + [b for _, b in weights]
         cols = [b for _, b in weights] + [a for a, _ in weights]
         data = list(weights.values()) * 2
+        # Imported here: node processes import this module, only a network block uses it.
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
         graph = csr_matrix((data, (rows, cols)), shape=(size, size))
         self.latency_ms, self._previous = dijkstra(graph, directed=False, return_predecessors=True)
         unreachable = np.argwhere(~np.isfinite(self.latency_ms))

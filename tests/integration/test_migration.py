@@ -79,7 +79,7 @@ def _finish(launcher: subprocess.Popen[str], run_dir: Path) -> list[dict[str, An
 
 
 def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
-    launcher, run_dir = _start(tmp_path, 14)
+    launcher, run_dir = _start(tmp_path, 11)
     try:
         moved = semiactive("migrate", "join-1", "--to", "spare-1", "--run-dir", str(run_dir), timeout=40)
         assert moved.returncode == 0, moved.stdout + moved.stderr
@@ -109,7 +109,7 @@ def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_a_kill_during_a_migration_is_survived(tmp_path: Path) -> None:
-    launcher, run_dir = _start(tmp_path, 12)
+    launcher, run_dir = _start(tmp_path, 9)
     try:
         started = semiactive(
             "migrate", "join-1", "--to", "spare-1", "--run-dir", str(run_dir), "--wait", "0", timeout=20

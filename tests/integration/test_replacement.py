@@ -39,7 +39,7 @@ def test_the_coordinator_moves_the_join_next_to_its_sources(tmp_path: Path) -> N
     config = ROOT / "examples" / "replacement-chain.yaml"
     done = subprocess.run(
         [sys.executable, "-m", "semiactive", "cluster", "up", str(config),
-         "--duration", "9", "--run-dir", str(run_dir), "--quiet"],
+         "--duration", "7", "--run-dir", str(run_dir), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert_no_processes(str(run_dir))

@@ -61,7 +61,7 @@ def test_the_page_shows_the_cluster_and_its_migration_live(tmp_path: Path) -> No
     config = ROOT / "examples" / "replacement-chain.yaml"
     launcher = subprocess.Popen(
         [sys.executable, "-m", "semiactive", "cluster", "up", str(config),
-         "--duration", "14", "--run-dir", str(run_dir), "--quiet"],
+         "--duration", "10", "--run-dir", str(run_dir), "--quiet"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     options = webdriver.ChromeOptions()
