@@ -258,6 +258,20 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
             )
         return factor
 
+    def named_term(self, meta: Any, children: list[Any]) -> ast.Select:
+        """STREAM's ``A UNION B`` over view names: ``SELECT * FROM A``."""
+        name = children[0]
+        star = ast.StarItem(None, **_pos(name))
+        return ast.Select(
+            False,
+            (star,),
+            (ast.FromName(str(name), None, None, **_pos(name)),),
+            None,
+            None,
+            None,
+            **_pos(name),
+        )
+
     def set_op_expr(self, meta: Any, children: list[Any]) -> ast.SetOp:
         left, (op, token), right = children
         return ast.SetOp(op, left, right, **_pos(token))
