@@ -140,23 +140,25 @@ class FromSubquery(Node):
 class AssignProjection(Node):
     """``'frame' AS frame char(16)`` or ``Near.attr AS v integer``: the
     attribute to take (a constant, or per row the value of a column of the
-    relation), the output column's name and type."""
+    relation), the output column's name (at ``name_line``, ``name_column``)
+    and type."""
 
     attribute: StrLit | ColumnRef
     name: str
     type: plan.SqlType
+    name_line: int
+    name_column: int
 
 
 @dataclass(frozen=True)
 class FromAssign(Node):
-    """Seed 004's ASSIGN over ``relation``: per row, the stream or relation
-    named by ``selector``'s value among ``candidates`` (OVER; empty: every
-    input of the program), under ``window``, projected."""
+    """Seed 004's ASSIGN over ``relation``: per row, the input of the
+    program named by ``selector``'s value (streams under ``window``),
+    projected, joined with the row; the result is called ``alias``."""
 
     relation: FromName
     selector: ColumnRef
     projections: tuple[AssignProjection, ...]
-    candidates: tuple[FromName, ...]
     window: WindowAst | None
     alias: str
 

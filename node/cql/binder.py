@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from node.cql import ast, plan
-from node.cql.assign import compile_assign
+from node.cql.assign import bind_assign
 from node.cql.errors import CqlError
 from node.cql.exprs import ExprBinder, GroupedBinder, Scope, contains_aggregate
 
@@ -44,6 +44,9 @@ class _FromItem:
     node: plan.PlanNode
     columns: tuple[plan.Column, ...]
     bare_stream: bool  # a stream without a window
+    # (alias, columns) of each part the FROM row qualifies separately (ASSIGN:
+    # R's columns, then the declared ones); empty: one part, the item's alias.
+    parts: tuple[tuple[str, tuple[plan.Column, ...]], ...] = ()
 
 
 @dataclass
@@ -275,7 +278,8 @@ class _Binder:
                 missing.extend(exc.names)
                 continue
             items.append(item)
-            scope.add(_alias(from_item), item.columns, from_item)
+            for alias, columns in item.parts or ((_alias(from_item), item.columns),):
+                scope.add(alias, columns, from_item)
         if missing:
             raise _Pending(missing)
 
@@ -333,39 +337,18 @@ class _Binder:
         return _FromItem(plan.Window(plan.Schema(columns), plan.Kind.RELATION, node, spec), columns, False)
 
     def _assign(self, item: ast.FromAssign, context: _Context) -> _FromItem:
-        """Seed 004's ASSIGN (node/cql/assign.py): R and each candidate as
-        relations, then the union of joins that eq. 1 is over them."""
+        """Seed 004's ASSIGN (node/cql/assign.py) over R as a relation; R's
+        columns keep R's alias, the declared ones take the ASSIGN's."""
         r = self._from_item(item.relation, context)
         relation = r.node
         if r.bare_stream:
             relation = plan.Window(
                 plan.Schema(r.columns), plan.Kind.RELATION, relation, plan.UnboundedWindow()
             )
-        if item.candidates:
-            names = []
-            for c in item.candidates:
-                if c.name not in self.scans:
-                    raise self._error(
-                        f"ASSIGN reads inputs of the program (REGISTER STREAM / RELATION, a stage's "
-                        f"inputs); {c.name!r} is none",
-                        c,
-                    )
-                names.append(c.name)
-        else:
-            names = [n for n in self.scans if n != item.relation.name]
-        candidates = []
-        for name in dict.fromkeys(names):
-            node: plan.PlanNode = self.scans[name]
-            if node.kind is plan.Kind.STREAM:
-                spec = item.window.spec if item.window is not None else plan.UnboundedWindow()
-                if isinstance(spec, plan.PartitionWindow):
-                    raise self._error(
-                        "ASSIGN's window cannot be partitioned (candidates differ)", item.window or item
-                    )
-                node = plan.Window(node.schema, plan.Kind.RELATION, node, spec)
-            candidates.append((name, node))
-        compiled = compile_assign(item, relation, candidates, self._error)
-        return _FromItem(compiled, _relabel(compiled.schema.columns, item.alias), False)
+        node = bind_assign(item, relation, r.columns, self.scans, self._error)
+        declared = node.schema.columns[len(r.columns) :]
+        parts = ((_alias(item.relation), r.columns), (item.alias, declared))
+        return _FromItem(node, node.schema.columns, False, parts)
 
     def _source(self, item: ast.FromName, context: _Context) -> plan.PlanNode:
         if item.name in self.scans:

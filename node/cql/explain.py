@@ -182,7 +182,24 @@ def _label(node: plan.PlanNode) -> str:
         return {"istream": "IStream", "dstream": "DStream", "rstream": "RStream"}[node.op.value]
     if isinstance(node, plan.Delay):
         return f"Delay {format_delay(node.delay_ms)}"
+    if isinstance(node, plan.Assign):
+        return _assign_label(node)
     return type(node).__name__  # pragma: no cover - unknown node types
+
+
+def _assign_label(node: plan.Assign) -> str:
+    """ASSIGN as written, then the candidates it may read (its children
+    after R, with their windows)."""
+    args = [_column_name(node.schema, node.selector, True)]
+    for take in node.takes:
+        if take.column is None:
+            source = "'" + str(take.attribute).replace("'", "''") + "'"
+        else:
+            source = _column_name(node.schema, take.column, True)
+        args.append(f"{source} AS {take.name} {take.type}")
+    window = format_window(node.window, node.schema)
+    candidates = ", ".join(node.names) or "none"
+    return f"Assign({', '.join(args)}) {window} AS {node.alias}; candidates: {candidates}"
 
 
 # ---- expressions -------------------------------------------------------------

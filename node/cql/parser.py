@@ -319,22 +319,18 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
         return ast.FromSubquery(query, window, str(alias), **_pos(meta))
 
     def from_assign(self, meta: Any, children: list[Any]) -> ast.FromAssign:
-        name, rel_window, selector, *rest = children
-        projections = tuple(c for c in rest if isinstance(c, ast.AssignProjection))
-        over, window, alias = rest[len(projections) :]
-        relation = ast.FromName(str(name), rel_window, None, **_pos(name))
-        candidates = tuple(over or ())
-        return ast.FromAssign(relation, selector, projections, candidates, window, str(alias), **_pos(meta))
+        relation, selector, *projections, window, alias = children
+        return ast.FromAssign(relation, selector, tuple(projections), window, str(alias), **_pos(meta))
+
+    def assign_input(self, meta: Any, children: list[Any]) -> ast.FromName:
+        return self.from_name(meta, children)
 
     def assign_proj(self, meta: Any, children: list[Any]) -> ast.AssignProjection:
         attribute, name, type_name, length = children
         if isinstance(attribute, Token):
             attribute = ast.StrLit(str(attribute)[1:-1].replace("''", "'"), **_pos(attribute))
         sql_type = self.attr(meta, [name, type_name, length]).type
-        return ast.AssignProjection(attribute, str(name), sql_type, **_pos(meta))
-
-    def over(self, meta: Any, children: list[Any]) -> tuple[ast.FromName, ...]:
-        return tuple(ast.FromName(str(n), None, None, **_pos(n)) for n in children)
+        return ast.AssignProjection(attribute, str(name), sql_type, name.line, name.column, **_pos(meta))
 
     # -- windows
 

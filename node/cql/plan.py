@@ -384,6 +384,39 @@ class Except(PlanNode):
         return (self.left, self.right)
 
 
+@dataclass(frozen=True)
+class AssignTake:
+    """One projection of ASSIGN: the attribute named by ``attribute`` (a
+    constant) or, row by row, by the value of column ``column`` of R; the
+    output column ``name`` and its declared ``type``."""
+
+    name: str
+    type: SqlType
+    attribute: str | None = None
+    column: int | None = None
+
+
+@dataclass(eq=False)
+class Assign(PlanNode):
+    """Seed 004's ASSIGN (section 3.2.1, eq. 1): for each row r of
+    ``relation`` (R), the candidate whose name is r's ``selector`` value,
+    projected by ``takes``, joined with r. ``candidates`` are the program's
+    inputs other than R, each as a relation (streams under ``window``),
+    named by ``names``; the output row is r, then the taken values."""
+
+    relation: PlanNode = field(default=None)  # type: ignore[assignment]
+    selector: int = 0
+    takes: tuple[AssignTake, ...] = ()
+    names: tuple[str, ...] = ()
+    candidates: tuple[PlanNode, ...] = ()
+    window: WindowSpec = field(default_factory=UnboundedWindow)
+    alias: str = ""
+
+    @property
+    def children(self) -> tuple[PlanNode, ...]:
+        return (self.relation, *self.candidates)
+
+
 class StreamOp(enum.Enum):
     ISTREAM = "istream"
     DSTREAM = "dstream"

@@ -28,6 +28,7 @@ from node.cql.cycles import owners
 from node.cql.errors import CqlError
 from node.cql.limits import recursion_headroom
 from node.engine.operators.aggregate import AggregateOp
+from node.engine.operators.assign import AssignOp
 from node.engine.operators.base import Operator
 from node.engine.operators.fused import WindowAggregateOp, fusable
 from node.engine.operators.join import JoinOp
@@ -314,6 +315,12 @@ class _Builder:
             return UnionOp(node.all, widen, node.kind, label), [node.left, node.right]
         if isinstance(node, plan.ToStream):
             return ToStreamOp(node.op, node.op.value), [node.child]
+        if isinstance(node, plan.Assign):
+            candidates = [
+                (name, plan.resolve(c).schema.names)
+                for name, c in zip(node.names, node.candidates, strict=True)
+            ]
+            return AssignOp(node.selector, node.takes, candidates, label), [node.relation, *node.candidates]
         if isinstance(node, plan.Delay):
             return DelayOp(node.delay_ms, len(node.schema), f"delay {node.delay_ms}ms"), [node.child]
         raise TypeError(f"cannot execute plan node {node!r}")
