@@ -5,15 +5,18 @@
 Lines; column ``ts`` is event time in ms; a relation's file has ``op``), feeds
 the engine in timestamp order and prints the chosen query's output as JSON
 Lines: ``{"seq": n, "ts": t, <fields in SELECT order>}``, with ``"op"`` for
-a relation-valued query.
+a relation-valued query. It streams (:func:`stream`): memory holds the
+program's state and one slice of input rows, whatever the input's length.
 """
 
 from __future__ import annotations
 
+import heapq
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from node.cql import CqlError, compile_program, explain, plan
 from node.engine.elements import Element
@@ -61,56 +64,119 @@ def parse_streams(specs: Sequence[str], program: plan.Program) -> dict[str, str]
     return files
 
 
-def load_inputs(program: plan.Program, files: dict[str, str]) -> dict[str, list[Element]]:
+def load_inputs(program: plan.Program, files: dict[str, str]) -> dict[str, Iterator[Element]]:
+    """Each input's rows, read lazily: a file is read as the run needs it."""
     return {
-        name: list(read_rows(path, program.inputs[name].schema, program.inputs[name].kind))
+        name: read_rows(path, program.inputs[name].schema, program.inputs[name].kind)
         for name, path in files.items()
     }
 
 
+SLICE_ROWS = 10_000
+
+
+class _Runner(Protocol):
+    def push(self, name: str, elements: Sequence[Element]) -> None: ...
+    def advance(self, watermark: int) -> dict[str, list[Element]]: ...
+
+
 def execute(
     program: plan.Program,
-    inputs: dict[str, list[Element]],
+    inputs: Mapping[str, Iterable[Element]],
     output: str | None = None,
     executor: str = "dts",
     run_limit: int = 100,
     end_watermark: int | None = None,
+    slice_rows: int = SLICE_ROWS,
 ) -> list[Element]:
-    """Run ``program`` over complete inputs up to ``end_watermark`` (default:
-    the last input timestamp, and for a recursive program on until its
-    delays hold nothing: see :func:`_settle`); return the output query's
-    rows."""
+    """The output query's rows of :func:`stream`, as one list."""
+    return [
+        row
+        for part in stream(program, inputs, output, executor, run_limit, end_watermark, slice_rows)
+        for row in part
+    ]
+
+
+def stream(
+    program: plan.Program,
+    inputs: Mapping[str, Iterable[Element]],
+    output: str | None = None,
+    executor: str = "dts",
+    run_limit: int = 100,
+    end_watermark: int | None = None,
+    slice_rows: int = SLICE_ROWS,
+) -> Iterator[list[Element]]:
+    """Run ``program`` over its inputs (each in ts order) and yield the
+    output query's rows as they are produced.
+
+    The inputs are merged by timestamp and fed ``slice_rows`` rows at a time
+    (0: all at once); after each slice the engine runs up to the instant
+    before the slice's last timestamp (rows at that instant may still
+    follow), so that memory holds window and relation state and one slice,
+    whatever the length of the input. At the end it runs up to
+    ``end_watermark`` (default: the last input timestamp) and, for a
+    recursive program, on until its delays hold nothing (:func:`_settle`).
+    """
     name = output or program.last_query
     if name not in program.queries:
         raise SourceDataError(
             f"--output {name}: no registered query of that name ({', '.join(program.queries)})"
         )
-    end = max((rows[-1][0] for rows in inputs.values() if rows), default=0)
-    if end_watermark is not None:
-        end = max(end, end_watermark)
+    runner, settles = _runner(program, name, executor, run_limit)
+    names = list(inputs)
+    merged = heapq.merge(*(_tagged(n, rows) for n, rows in enumerate(inputs.values())), key=_ts_and_input)
+    end = 0
+    try:
+        while True:
+            chunk = list(islice(merged, slice_rows)) if slice_rows > 0 else list(merged)
+            by_input: dict[int, list[Element]] = {}
+            for _, n, row in chunk:
+                by_input.setdefault(n, []).append(row)
+            for n, rows in by_input.items():
+                runner.push(names[n], rows)
+            if not chunk:
+                break
+            end = max(end, chunk[-1][0])
+            if len(chunk) < slice_rows or slice_rows <= 0:
+                break
+            part = runner.advance(chunk[-1][0] - 1)[name]
+            if part:
+                yield part
+        if end_watermark is not None:
+            end = max(end, end_watermark)
+        part = runner.advance(end)[name]
+        if part:
+            yield part
+        if end_watermark is None and settles:
+            assert isinstance(runner, Engine)
+            part = _settle(runner, name, end)
+            if part:
+                yield part
+    except (EvaluationError, InputOrderError) as exc:
+        raise SourceDataError(str(exc)) from None
+
+
+def _ts_and_input(item: tuple[int, int, Element]) -> tuple[int, int]:
+    return item[0], item[1]
+
+
+def _tagged(n: int, rows: Iterable[Element]) -> Iterator[tuple[int, int, Element]]:
+    for row in rows:
+        yield row[0], n, row
+
+
+def _runner(program: plan.Program, name: str, executor: str, run_limit: int) -> tuple[_Runner, bool]:
+    """The engine that runs ``executor`` and whether the program's delays
+    must be settled at the end."""
     if executor == "hb":
         from node.engine.heartbeat import HeartbeatEngine, RecursiveProgramError
 
         try:
-            hb = HeartbeatEngine(program, [name], run_limit=run_limit)
+            return HeartbeatEngine(program, [name], run_limit=run_limit), False
         except RecursiveProgramError as exc:
             raise SourceDataError(f"--executor hb: {exc}") from None
-        try:
-            for stream, rows in inputs.items():
-                hb.push(stream, rows)
-            return hb.advance(end)[name]
-        except (EvaluationError, InputOrderError) as exc:
-            raise SourceDataError(str(exc)) from None
     engine = Engine(program, [name])
-    try:
-        for stream, rows in inputs.items():
-            engine.push(stream, rows)
-        out = engine.advance(end)[name]
-        if end_watermark is None and engine.cut_delays:
-            out += _settle(engine, name, end)
-    except (EvaluationError, InputOrderError) as exc:
-        raise SourceDataError(str(exc)) from None
-    return out
+    return engine, bool(engine.cut_delays)
 
 
 SETTLE_LIMIT_MS = 60_000
@@ -143,6 +209,7 @@ def run(
     executor: str,
     run_limit: int,
     out: TextIO | None = None,
+    slice_rows: int = SLICE_ROWS,
 ) -> int:
     program = load_program(file)
     if not program.queries:
@@ -151,11 +218,15 @@ def run(
     missing = [n for n in program.inputs if n not in files and _used(program, n)]
     if missing:
         raise SourceDataError(f"no --stream given for input(s) {', '.join(missing)}")
-    rows = execute(program, load_inputs(program, files), output, executor, run_limit)
     root = program.query(output or program.last_query)
     fmt = formatter(root.schema, root.kind)
     out = out or sys.stdout  # looked up now: sys.stdout may be replaced (tests, redirection)
-    out.write("".join(fmt(i, r) for i, r in enumerate(rows, start=1)))
+    seq = 0
+    for part in stream(
+        program, load_inputs(program, files), output, executor, run_limit, slice_rows=slice_rows
+    ):
+        out.write("".join(fmt(i, r) for i, r in enumerate(part, start=seq + 1)))
+        seq += len(part)
     return 0
 
 
