@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from node.cql import CqlError, compile_program, plan
 from node.engine.elements import Element
+from node.sources import SourceDataError
 from semiactive import embedded
 from tests.unit.test_cql_oracle import FAMILIES, SCHEMA, Rows, relations, streams, wrap
 
@@ -95,7 +96,7 @@ def test_a_bad_row_late_in_a_file_is_an_error_naming_its_line(tmp_path: Path) ->
     program = compile_program("REGISTER STREAM S (k integer)\nREGISTER QUERY q AS SELECT * FROM S [Now]")
     lines = ["ts,k", *(f"{t},{t % 3}" for t in range(50)), "49,x"]
     (tmp_path / "s.csv").write_text("\n".join(lines) + "\n")
-    with pytest.raises(embedded.SourceDataError, match=r"s\.csv:52: "):
+    with pytest.raises(SourceDataError, match=r"s\.csv:52: "):
         embedded.execute(program, embedded.load_inputs(program, {"S": str(tmp_path / "s.csv")}), slice_rows=7)
 
 
