@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
@@ -51,7 +52,7 @@ EXPOSITION_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 # Detection (silence before a failure is declared) and recovery times.
 TIME_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0)
 REFUSED_REQUESTS = ("push", "ack", "start", "stop", "view", "heartbeat")
-REFUSED_FRAMES = ("undecodable", "ts_decreasing", "ts_below_watermark")
+REFUSED_FRAMES = ("undecodable", "ts_decreasing", "ts_below_watermark", "elided")
 REPLICA_ROLES = ("primary", "secondary", "fenced")
 NO_WATERMARK = -(2**61)  # below: the output log's "nothing yet" (ha/output_log.py)
 
@@ -78,7 +79,7 @@ class NodeMetrics:
         self.frames_refused = Counter(
             "semiactive_frames_refused_total",
             "Frames an inbound edge refused (and closed the stream for), per reason: "
-            "undecodable, ts_decreasing, ts_below_watermark.",
+            "undecodable, ts_decreasing, ts_below_watermark, elided.",
             ["edge", "reason"],
             registry=r,
         )
@@ -87,6 +88,19 @@ class NodeMetrics:
             "Requests refused because the caller may not make them, per kind: "
             "push, ack, start, stop, view, heartbeat.",
             ["request"],
+            registry=r,
+        )
+        self.connection_changes = Counter(
+            "semiactive_candidate_connection_changes_total",
+            "Connection management (seed 004): a candidate source of an ASSIGN connected "
+            "(wanted whole) or disconnected (its rows elided), per input edge.",
+            ["edge", "change"],
+            registry=r,
+        )
+        self.candidate_connected = Gauge(
+            "semiactive_candidate_connected",
+            "1 while a managed candidate input edge of an ASSIGN is wanted whole, 0 while idle.",
+            ["edge"],
             registry=r,
         )
         self.rows_lost = Counter(

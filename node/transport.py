@@ -14,8 +14,10 @@ that node's operator section, and so on up to the source.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -26,6 +28,7 @@ from ha.output_log import OutputLog
 from ha.resync import ResyncPoint
 from node import clock
 from node.codec import CodecError, RowCodec
+from node.connections import elided_stamps
 from node.messages import point_to_pb
 from node.network import Network, insecure
 from node.tls import caller
@@ -33,6 +36,8 @@ from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
+
+_TS = operator.itemgetter(0)
 
 
 class Rejected(Exception):
@@ -97,6 +102,8 @@ class InboundEdge(Protocol):
     @property
     def next_seq(self) -> int: ...
 
+    def welcome(self, hello: pb.Hello) -> pb.Welcome: ...
+
     async def on_frame(self, frame: pb.Frame, stream: InboundStream) -> None: ...
 
     def attach(self, stream: InboundStream) -> None: ...
@@ -133,7 +140,7 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
             await context.abort(exc.code, exc.message)
         feedback = FeedbackChannel(context)
         stream = InboundStream(hello, feedback)
-        feedback.send(pb.Feedback(welcome=pb.Welcome(next_seq=edge.next_seq)))
+        feedback.send(pb.Feedback(welcome=edge.welcome(hello)))
         edge.attach(stream)
         try:
             while True:
@@ -260,6 +267,10 @@ class EdgeSender:
         # line, not a pause per frame), so throughput is kept.
         self.delay_s = delay_s
         self._line: asyncio.Queue[tuple[float, pb.Frame]] = asyncio.Queue()
+        # Seed 004's connection management: rows at or after this instant
+        # go as timestamps only, until the consumer wants them whole again.
+        self.idle_from: int | None = None
+        self.rows_elided = 0
 
     @property
     def done(self) -> bool:
@@ -336,6 +347,8 @@ class EdgeSender:
             await call  # raises the status
             return
         wanted = welcome.welcome.next_seq
+        has_idle = self.channel == pb.DATA and welcome.welcome.HasField("idle_from")
+        self.idle_from = welcome.welcome.idle_from if has_idle else None
         if self.welcome_seq is None:
             self.welcome_seq = wanted
         point, start = self.log.start_for(self.edge, wanted)
@@ -368,8 +381,12 @@ class EdgeSender:
                 self._feedback(feedback)
 
     def _feedback(self, feedback: pb.Feedback) -> None:
-        if feedback.WhichOneof("body") == "level0":
+        body = feedback.WhichOneof("body")
+        if body == "level0":
             self.acked = max(self.acked, feedback.level0.seq)
+        elif body == "interest" and self.channel == pb.DATA:
+            interest = feedback.interest
+            self.idle_from = interest.idle_from if interest.HasField("idle_from") else None
         self.on_feedback(self, feedback)
         self.wake.set()
 
@@ -430,12 +447,21 @@ class EdgeSender:
             if available > 0:
                 last = self.sent + min(available, self.batch_rows)
                 rows = log_.get(self.sent + 1, last)
+                elide = False
+                idle = self.idle_from
+                if idle is not None and rows[-1][0] >= idle:
+                    whole = bisect.bisect_left(rows, idle, key=_TS)
+                    if whole > 0:  # the rows before the idle instant go whole, first
+                        rows = rows[:whole]
+                        last = self.sent + whole
+                    else:
+                        elide = True
                 if last < log_.head:
                     watermark = min(log_.watermark, log_.get(last + 1, last + 1)[0][0] - 1)
                 else:
                     watermark = log_.watermark
                 eos = last >= log_.head and log_.end_of_stream
-                await self._write_batch(call, self.sent + 1, rows, watermark, eos)
+                await self._write_batch(call, self.sent + 1, rows, watermark, eos, elide)
                 self.sent = last
                 continue
             watermark = log_.watermark if limit >= log_.head else self.sent_watermark
@@ -460,13 +486,23 @@ class EdgeSender:
         rows: list[tuple[object, ...]],
         watermark: int,
         eos: bool,
+        elide: bool = False,
     ) -> None:
-        blob = self.codec.encode(rows) if rows else b""
-        frame = pb.Frame(
-            batch=pb.Batch(
+        if elide:
+            batch = pb.Batch(
+                first_seq=first,
+                count=len(rows),
+                elided_ts=elided_stamps(rows),
+                watermark=watermark,
+                end_of_stream=eos,
+            )
+            self.rows_elided += len(rows)
+        else:
+            blob = self.codec.encode(rows) if rows else b""
+            batch = pb.Batch(
                 first_seq=first, count=len(rows), rows=blob, watermark=watermark, end_of_stream=eos
             )
-        )
+        frame = pb.Frame(batch=batch)
         await self._write(call, frame)
         self.sent_watermark = watermark
         self.sent_eos = eos

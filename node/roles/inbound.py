@@ -27,6 +27,7 @@ import grpc
 from ha.resync import ResyncPoint
 from ha.views import ViewTable
 from node.codec import CodecError, RowCodec
+from node.connections import elided_rows
 from node.engine.elements import Element
 from node.messages import point_from_pb, point_to_pb
 from node.metrics import NodeMetrics
@@ -40,6 +41,15 @@ log = logging.getLogger(__name__)
 
 class Receiver(Protocol):
     def next_seq(self, edge: str) -> int: ...
+
+    def idle_from(self, edge: str) -> int | None:
+        """Connection management: from which instant the rows of ``edge``
+        may come elided (None: every row whole)."""
+        ...
+
+    def manages(self, edge: str) -> bool:
+        """Whether ``edge`` may carry elided rows at all."""
+        ...
 
     def receive(
         self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
@@ -73,6 +83,23 @@ class InboundEdgeSession:
     @property
     def next_seq(self) -> int:
         return self.receiver.next_seq(self.edge.id)
+
+    def welcome(self, hello: pb.Hello) -> pb.Welcome:
+        """Where the stream starts, and on a data stream whether rows may
+        come elided (connection management)."""
+        idle = self.receiver.idle_from(self.edge.id) if hello.channel == pb.DATA else None
+        if idle is None:
+            return pb.Welcome(next_seq=self.next_seq)
+        return pb.Welcome(next_seq=self.next_seq, idle_from=idle)
+
+    def send_interest(self, idle_from: int | None) -> None:
+        """Tell the producer's data streams which rows may come elided."""
+        message = pb.Feedback(
+            interest=pb.Interest() if idle_from is None else pb.Interest(idle_from=idle_from)
+        )
+        for stream in self.streams:
+            if stream.hello.channel == pb.DATA:
+                stream.feedback.send(message)
 
     def check(self, hello: pb.Hello) -> None:
         if hello.layout != self.codec.fingerprint():
@@ -120,14 +147,17 @@ class InboundEdgeSession:
             batch = frame.batch
             next_seq = self.next_seq
             skip = next_seq - batch.first_seq
-            try:
-                rows = (
-                    self.codec.decode(batch.rows, batch.first_seq, batch.count)
-                    if 0 <= skip < batch.count
-                    else []
-                )
-            except CodecError as exc:
-                raise self._refuse(stream, "undecodable", str(exc)) from None
+            if batch.elided_ts:
+                rows = self._elided(batch, stream) if 0 <= skip < batch.count else []
+            else:
+                try:
+                    rows = (
+                        self.codec.decode(batch.rows, batch.first_seq, batch.count)
+                        if 0 <= skip < batch.count
+                        else []
+                    )
+                except CodecError as exc:
+                    raise self._refuse(stream, "undecodable", str(exc)) from None
             if skip < 0 and batch.count:
                 raise Rejected(
                     grpc.StatusCode.OUT_OF_RANGE,
@@ -154,6 +184,17 @@ class InboundEdgeSession:
         else:
             raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unexpected {body} frame")
         await self.receiver.received()
+
+    def _elided(self, batch: pb.Batch, stream: InboundStream) -> list[Element]:
+        """Rows sent as timestamps only: accepted on a data stream of an
+        edge this node manages the connection of, and nowhere else."""
+        if stream.hello.channel != pb.DATA or not self.receiver.manages(self.edge.id):
+            raise self._refuse(stream, "elided", "elided rows on an edge that did not ask for them")
+        if len(batch.elided_ts) != batch.count or batch.rows:
+            raise self._refuse(
+                stream, "elided", f"{len(batch.elided_ts)} timestamps for {batch.count} elided rows"
+            )
+        return elided_rows(batch.first_seq, batch.elided_ts, len(self.edge.schema))
 
     def _refuse(self, stream: InboundStream, reason: str, detail: str) -> Rejected:
         """A bad frame: logged, counted, and the stream's closing status."""

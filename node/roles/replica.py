@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -30,6 +30,7 @@ from ha.resync import ResyncPoint
 from ha.routing import consumer_batch_sizes, producer_secondary
 from ha.views import StageView, ViewTable
 from node import clock
+from node.connections import Candidate, ConnectionTable
 from node.engine.elements import Element
 from node.events import EventLog
 from node.messages import point_to_pb, view_to_pb
@@ -38,6 +39,7 @@ from node.outbound import Outbound
 from node.peers import Peers
 from node.roles.inbound import InboundEdgeSession
 from node.sections.mqo import MqoSection
+from node.sections.operator import OperatorSection
 from node.transport import EdgeSender
 from semiactive.topology import Stage, Topology
 from semiactive.wire import control_pb2 as cpb
@@ -97,6 +99,14 @@ class ReplicaRole:
             events=events,
         )
         self.sessions: dict[str, InboundEdgeSession] = {}
+        operator = self.replica.operator
+        self.connections = ConnectionTable(
+            operator.engine.operators if isinstance(operator, OperatorSection) else [],
+            {e.stream: e.id for e in stage.inputs},
+        )
+        self._planned = operator.engine
+        for edge in self.connections.candidates:
+            metrics.candidate_connected.labels(edge).set(1)
         self.wake = asyncio.Event()
         self.input_room = asyncio.Event()
         self.input_room.set()
@@ -122,7 +132,68 @@ class ReplicaRole:
     ) -> int:
         if self.replica.mode is Mode.FENCED:
             return 0
-        return self.replica.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos, count)
+        edge_input = self.replica.inputs.by_name[edge]
+        before = edge_input.next_seq
+        new = edge_input.accept_rows(first_seq, rows, watermark, eos, count)
+        if self.connections and new and rows:
+            fresh = rows[before - first_seq :] if before > first_seq else rows
+            for candidate in self.connections.named(edge, fresh):
+                self._connect(candidate)
+            if self.connections.manages(edge):
+                self._refill(edge, fresh)
+        return new
+
+    def idle_from(self, edge: str) -> int | None:
+        return self.connections.idle_from(edge)
+
+    def manages(self, edge: str) -> bool:
+        return self.connections.manages(edge)
+
+    # -- connection management (seed 004; node/connections.py) ---------------------------
+
+    def _connect(self, candidate: Candidate) -> None:
+        """A row of R names an idle candidate: want its rows whole, and
+        again those that came elided since the row's instant."""
+        session = self.sessions.get(candidate.edge)
+        if session is not None:
+            session.send_interest(None)
+        self._refill(candidate.edge, self.replica.inputs.by_name[candidate.edge].pending)
+        self._connection_changed(candidate, "connect")
+
+    def _refill(self, edge: str, rows: Iterable[Element]) -> None:
+        """Queued rows that came elided but are wanted whole: forget them
+        and have the producer send them again."""
+        row = self.connections.unwanted_elision(edge, rows)
+        if row is None:
+            return
+        self.replica.inputs.by_name[edge].truncate(row[1])
+        session = self.sessions.get(edge)
+        if session is not None:
+            session.rewind()
+
+    def _disconnect_idle(self) -> None:
+        operator = self.replica.operator
+        assert isinstance(operator, OperatorSection)  # only plans with an ASSIGN have candidates
+        engine = operator.engine
+        if engine is not self._planned:  # rebuilt by a resync
+            self.connections.rebind(engine.operators)
+            self._planned = engine
+        for candidate in self.connections.idle(engine.time):
+            session = self.sessions.get(candidate.edge)
+            if session is not None:
+                session.send_interest(candidate.idle_from)
+            self._connection_changed(candidate, "disconnect")
+
+    def _connection_changed(self, candidate: Candidate, change: str) -> None:
+        self.metrics.candidate_connected.labels(candidate.edge).set(1 if candidate.connected else 0)
+        self.metrics.connection_changes.labels(candidate.edge, change).inc()
+        self.events.emit(
+            "connection",
+            stage=self.stage.name,
+            edge=candidate.edge,
+            change=change,
+            instant=candidate.last_named if candidate.connected else candidate.idle_from,
+        )
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         if not self.replica.receive_point(edge, point):
@@ -201,6 +272,8 @@ class ReplicaRole:
             head = replica.log.head
             watermark = replica.log.watermark
             replica.run()
+            if self.connections and replica.mode is Mode.PRIMARY and not replica.warming_up:
+                self._disconnect_idle()
             self.input_room.set()
             self._registrations()
             if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:

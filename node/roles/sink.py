@@ -58,6 +58,12 @@ class SinkRole:
     def next_seq(self, edge: str) -> int:
         return self.edge.next_seq
 
+    def idle_from(self, edge: str) -> int | None:
+        return None  # a sink wants every row
+
+    def manages(self, edge: str) -> bool:
+        return False
+
     def receive(
         self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
     ) -> int:

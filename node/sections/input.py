@@ -119,6 +119,23 @@ class EdgeInput:
     def last_seq(self) -> int:
         return self.next_seq - 1
 
+    def truncate(self, seq: int) -> None:
+        """Forget the queued rows from ``seq`` on, to receive them again
+        (connection management: rows elided that are wanted whole). They
+        must not have been handed on; time goes back to before the first."""
+        pending = self.pending
+        assert seq > self.handed, "rows already handed on cannot come again"
+        first_ts: int | None = None
+        while pending and pending[-1][1] >= seq:
+            first_ts = pending.pop()[0]
+            self.received -= 1  # it will be received again
+        if first_ts is None:
+            return
+        self.next_seq = seq
+        self.watermark = min(self.watermark, first_ts - 1)
+        self.last_ts = min(self.last_ts, first_ts)
+        self.end_of_stream = False
+
     def restart(self, next_seq: int) -> None:
         """Start over at ``next_seq`` (a resync): forget what is queued."""
         self.next_seq = next_seq

@@ -53,18 +53,20 @@ class Hello(_message.Message):
     def __init__(self, edge: _Optional[str] = ..., sender: _Optional[str] = ..., epoch: _Optional[int] = ..., channel: _Optional[_Union[Channel, str]] = ..., layout: _Optional[str] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("first_seq", "count", "rows", "watermark", "end_of_stream")
+    __slots__ = ("first_seq", "count", "rows", "watermark", "end_of_stream", "elided_ts")
     FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     END_OF_STREAM_FIELD_NUMBER: _ClassVar[int]
+    ELIDED_TS_FIELD_NUMBER: _ClassVar[int]
     first_seq: int
     count: int
     rows: bytes
     watermark: int
     end_of_stream: bool
-    def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ...) -> None: ...
+    elided_ts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., elided_ts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ResyncPoint(_message.Message):
     __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "counters", "time")
@@ -106,10 +108,18 @@ class Frame(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., resync: _Optional[_Union[ResyncPoint, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("next_seq",)
+    __slots__ = ("next_seq", "idle_from")
     NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    IDLE_FROM_FIELD_NUMBER: _ClassVar[int]
     next_seq: int
-    def __init__(self, next_seq: _Optional[int] = ...) -> None: ...
+    idle_from: int
+    def __init__(self, next_seq: _Optional[int] = ..., idle_from: _Optional[int] = ...) -> None: ...
+
+class Interest(_message.Message):
+    __slots__ = ("idle_from",)
+    IDLE_FROM_FIELD_NUMBER: _ClassVar[int]
+    idle_from: int
+    def __init__(self, idle_from: _Optional[int] = ...) -> None: ...
 
 class Level0(_message.Message):
     __slots__ = ("seq",)
@@ -126,14 +136,16 @@ class Level1(_message.Message):
     def __init__(self, point: _Optional[_Union[ResyncPoint, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class Feedback(_message.Message):
-    __slots__ = ("welcome", "level0", "level1")
+    __slots__ = ("welcome", "level0", "level1", "interest")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     LEVEL0_FIELD_NUMBER: _ClassVar[int]
     LEVEL1_FIELD_NUMBER: _ClassVar[int]
+    INTEREST_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     level0: Level0
     level1: Level1
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., level0: _Optional[_Union[Level0, _Mapping]] = ..., level1: _Optional[_Union[Level1, _Mapping]] = ...) -> None: ...
+    interest: Interest
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., level0: _Optional[_Union[Level0, _Mapping]] = ..., level1: _Optional[_Union[Level1, _Mapping]] = ..., interest: _Optional[_Union[Interest, _Mapping]] = ...) -> None: ...
 
 class AckNotice(_message.Message):
     __slots__ = ("edge", "sender", "epoch", "seq", "point")

@@ -5,9 +5,12 @@ value, projected on the attributes r names (constants, or values of r's
 columns), joined with r. Inputs: R, then every candidate, all relations.
 
 It is a join whose right side is chosen per row, kept incrementally like
-:class:`~node.engine.operators.join.JoinOp`: at an instant R's changes meet
-the candidates as they were, then each candidate's changes meet R as it now
-is; together that is exactly the change of the result. A row of R that
+:class:`~node.engine.operators.join.JoinOp`: at an instant each candidate's
+changes meet R as it was, then R's changes meet the candidates as they now
+are; together that is exactly the change of the result. Candidates first,
+so that a candidate's rows at an instant matter only if some row of R names
+it at that instant (before or after R's changes): what connection
+management (:mod:`node.connections`) relies on to leave the rest unsent. A row of R that
 names no candidate, or an attribute its candidate lacks, can never produce
 and is not kept; a candidate row whose value does not fit the declared type
 gives no row with it. None of these is an error.
@@ -102,11 +105,11 @@ class AssignOp(Operator):
             return []
         out: list[Element] = []
         for ts, (r_part, *c_parts) in instants_of(inputs):
-            for e in r_part:
-                self._r_change(ts, e, out)
             for k, part in enumerate(c_parts):
                 for e in part:
                     self._c_change(ts, k, e, out)
+            for e in r_part:
+                self._r_change(ts, e, out)
         return out
 
     def _r_change(self, ts: int, e: Element, out: list[Element]) -> None:

@@ -1,0 +1,137 @@
+"""Connection management (seed 004, 3.2.2) on a real cluster: an ASSIGN
+stage follows a person from camera to camera; each camera's rows cross the
+network whole only while a row of the interest stream names that camera,
+as timestamps otherwise. The sink must equal the reference computed from
+everything the cameras produced (`semiactive verify`), also when the
+stage's primary is killed from outside mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, write_config
+
+pytestmark = pytest.mark.slow
+
+CAMERAS = (1, 2, 3)
+SWITCH_MS = 2000  # the person walks to the next camera
+END_MS = 8000
+
+QUERY = (
+    "".join(f"REGISTER STREAM cam{c} (frame integer, size integer)\n" for c in CAMERAS)
+    + "REGISTER QUERY follow AS\n"
+    "  ISTREAM(SELECT Interest.person, Cam.frame, Cam.size\n"
+    "          FROM ASSIGN(interest [Range 150] AS Interest, camera,\n"
+    "                      'frame' AS frame integer, 'size' AS size integer) [Now] AS Cam)\n"
+)
+
+
+def _config(tmp_path: Path) -> Path:
+    """Interest rows every 100 ms naming the camera that sees alice; each
+    camera a frame every 10 ms."""
+    lines = ["ts,person,camera"]
+    lines += [f"{t},alice,cam{(t // SWITCH_MS) % 3 + 1}" for t in range(0, END_MS, 100)]
+    (tmp_path / "interest.csv").write_text("\n".join(lines) + "\n")
+    for c in CAMERAS:
+        lines = ["ts,frame,size"]
+        lines += [f"{t},{i},{c * 1000 + i % 97}" for i, t in enumerate(range(c, END_MS, 10))]
+        (tmp_path / f"cam{c}.csv").write_text("\n".join(lines) + "\n")
+    schema = {"frame": "integer", "size": "integer"}
+    config: dict[str, Any] = {
+        "name": "connections",
+        "heartbeat_ms": 250,
+        "ack_interval_ms": 100,
+        "sources": [
+            {"name": "interests", "stream": "interest", "kind": "file", "path": "interest.csv",
+             "schema": {"person": "char(8)", "camera": "char(8)"}},
+            *[{"name": f"camera-{c}", "stream": f"cam{c}", "kind": "file", "path": f"cam{c}.csv",
+               "schema": schema} for c in CAMERAS],
+        ],
+        "stages": [{"name": "follow", "node": "node-1", "query": QUERY,
+                    "ha": {"mode": "sas", "batch_size": 20, "secondary": "node-2"}}],
+        "sinks": [{"name": "sink", "input": "follow"}],
+    }  # fmt: skip
+    return write_config(tmp_path / "connections.yaml", config)
+
+
+def _run(tmp_path: Path, kill_after_s: float | None = None) -> tuple[Path, list[dict[str, Any]]]:
+    run_dir = tmp_path / "run"
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "semiactive", "cluster", "up", str(_config(tmp_path)), "--duration", "14",
+         "--run-dir", str(run_dir), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        if kill_after_s is not None:
+            deadline = time.monotonic() + 60
+            sink = run_dir / "sink" / "sink.jsonl"
+            while not (sink.exists() and sink.stat().st_size > 0):
+                assert time.monotonic() < deadline, "no row reached the sink"
+                time.sleep(0.1)
+            time.sleep(kill_after_s)
+            processes = json.loads((run_dir / "cluster.json").read_text())["processes"]
+            os.kill(next(p["pid"] for p in processes if p["name"] == "node-1"), signal.SIGKILL)
+        _, stderr = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert_no_processes(str(run_dir))
+    assert launcher.returncode == 0, stderr
+    verified = semiactive("verify", str(run_dir), timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "identical to the reference" in verified.stdout, verified.stdout
+    events = [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]
+    assert not [e for e in events if e["event"] == "rows_lost"]
+    return run_dir, events
+
+
+def _last_edge_record(run_dir: Path, source: str) -> dict[str, Any]:
+    records = read_jsonl(run_dir / "telemetry" / f"edges-{source}.jsonl")
+    return [r for r in records if r["edge"] == f"{source}->follow"][-1]
+
+
+def test_cameras_are_connected_only_while_the_person_is_seen(tmp_path: Path) -> None:
+    run_dir, events = _run(tmp_path)
+    changes = [
+        (e["edge"].split("->")[0], e["change"], e["instant"]) for e in events if e["event"] == "connection"
+    ]
+    connects = [(edge, at) for edge, change, at in changes if change == "connect"]
+    # Named at 2000 (cam2), 4000 (cam3), 6000 (cam1 again): each connect at
+    # the instant of the first interest row naming it. (cam1 at 0 too, unless
+    # its first row came before the stage let the idle cameras go.)
+    assert [c for c in connects if c != ("camera-1", 0)] == [
+        ("camera-2", 2000),
+        ("camera-3", 4000),
+        ("camera-1", 6000),
+    ]
+    # The camera left behind is let go once the last row naming it has left
+    # the 150 ms window (the row at switch - 100 lives until switch + 50):
+    # idle from the instant after the one the engine had reached then.
+    disconnects = [(edge, at) for edge, change, at in changes if change == "disconnect" and at > 1000]
+    assert [edge for edge, _ in disconnects] == ["camera-1", "camera-2", "camera-3"]
+    for (_, at), switch in zip(disconnects, (2000, 4000, 6000), strict=True):
+        assert switch + 52 <= at < switch + SWITCH_MS, disconnects
+    # Whole rows cross the network about a third of the time: the data
+    # stream carries far fewer bytes a row than the (always whole) backups.
+    for c in CAMERAS:
+        edge = _last_edge_record(run_dir, f"camera-{c}")
+        whole_row = edge["backup_bytes"] / edge["backup_rows"]
+        assert edge["data_bytes"] < 0.7 * whole_row * edge["seq"], edge
+
+
+def test_a_killed_primary_is_taken_over_and_connections_follow(tmp_path: Path) -> None:
+    _, events = _run(tmp_path, kill_after_s=2.5)
+    takeovers = [e for e in events if e["event"] == "takeover" and e["stage"] == "follow"]
+    assert [e["node"] for e in takeovers] == ["node-2"]
+    # The new primary manages the cameras too: it lets idle ones go.
+    assert [e for e in events if e["event"] == "connection" and e["node"] == "node-2"]
