@@ -63,7 +63,20 @@ class LiveView:
                 self._add({"t": now_wall, "event": "failover", "stage": stage, "primary": view.primary,
                            "epoch": view.epoch})  # fmt: skip
         if c.monitor is not None:
-            self.usage.append((now_wall, c.monitor.usage_bytes(c)))
+            usage = c.monitor.usage_bytes(c)
+            self.usage.append((now_wall, usage))
+            # For benchmarks and reports: telemetry/network-coordinator.jsonl.
+            c.events.append(
+                "network",
+                [
+                    {
+                        "t": now_wall,
+                        "usage_bytes": round(usage, 3),
+                        "rates": {edge: round(rate, 1) for edge, rate in sorted(c.monitor.rates.items())},
+                        "primaries": {stage: view.primary for stage, view in sorted(c.views.items())},
+                    }
+                ],
+            )
 
     def snapshot(self, now: float) -> dict[str, Any]:
         c = self.coordinator
@@ -82,6 +95,7 @@ class LiveView:
                     "epoch": s.epoch,
                     "protected": s.protected,
                     "inputs": [e.producer for e in c.topology.stages[s.stage].inputs],
+                    "idle": _idle_inputs(c, s.stage, s.primary),
                 }
                 for s in state.stages
             ],
@@ -141,3 +155,17 @@ def _network(network: Network, c: Coordinator, edges: list[Any]) -> dict[str, An
             for link in network.links
         ],
     }
+
+
+def _idle_inputs(c: Coordinator, stage: str, primary: str) -> list[str]:
+    """The producers whose rows the stage's primary reported it does not
+    want whole now (connection management: candidates no query names)."""
+    record = c.nodes.get(primary)
+    if record is None or record.status is None or record.stage != stage:
+        return []
+    producers = {e.id: e.producer for e in c.topology.stages[stage].inputs}
+    return [
+        producers[e.edge]
+        for e in record.status.inputs
+        if e.edge in producers and e.HasField("connected") and not e.connected
+    ]

@@ -8,8 +8,8 @@ data in flight on the wide area).
 
 :class:`Replacer` is Fig. 7: every ``replace_every_s`` it builds the plan
 from the topology and the measured rates (sources, sinks and unprotected
-stages pinned where they run; a protected stage may go to its own site or
-to the site of any free spare), solves it exactly, and when the optimum is
+stages pinned where they run; a protected stage may go to its own site,
+its secondary's, or the site of any free spare), solves it exactly, and when the optimum is
 below ``(1 - min_gain)`` x the current u it migrates the one stage whose
 move gains most. The seed moves whenever the new plan is cheaper; the
 margin and one migration at a time (the next decision waits for it and
@@ -130,6 +130,15 @@ class Replacer:
         )
         self.decisions += 1
 
+    def _targets(self, stage: str, spares: list[str], now: float) -> list[str]:
+        """Where ``stage`` may go: its secondary first (caught up already,
+        and re-protection tends to put it near the stage's sources), then
+        the free spares."""
+        c = self.coordinator
+        view = c.views[stage]
+        own = [view.secondary] if view.secondary and c.is_serving(view.secondary, stage, now) else []
+        return own + [n for n in spares if c.is_free_spare(n, view, now)]
+
     def decide(self, now: float) -> Decision | None:
         """The cheapest placement reachable now, and the move toward it."""
         c, sites = self.coordinator, self.monitor.sites
@@ -153,7 +162,7 @@ class Replacer:
             view = c.views.get(name)
             if view is None:
                 return None
-            free = [n for n in spares if c.is_free_spare(n, view, now)]
+            free = self._targets(name, spares, now)
             problem.restrict(name, {sites.sites[current[name]], *(sites.sites[n] for n in free)})
         here = problem.from_named({n: sites.sites[current[n]] for n in problem.names})
         now_u = problem.usage(here)
@@ -173,7 +182,6 @@ class Replacer:
         gain, chosen, site = max(gains)
         if gain <= 0:
             return Decision(now_u / 1000, best.network_usage / 1000)
-        view = c.views[chosen]
-        target = next(n for n in spares if sites.sites[n] == site and c.is_free_spare(n, view, now))
+        target = next(n for n in self._targets(chosen, spares, now) if sites.sites[n] == site)
         # The plan prices bytes/s x ms; the monitor and the metrics speak bytes.
         return Decision(now_u / 1000, best.network_usage / 1000, chosen, target)

@@ -332,9 +332,11 @@ class NodeDaemon:
             receiver = session.receiver
             edge_id = session.edge.id
             seq = receiver.next_seq(edge_id) - 1
-            st.inputs.add(
+            status = st.inputs.add(
                 edge=edge_id, seq=seq, received_rows=session.received_rows, receive_s=session.receive_s
             )
+            if receiver.manages(edge_id):
+                status.connected = receiver.idle_from(edge_id) is None
             st.tuples_in += seq
         out: OutputLog | None = None
         if self.replica is not None:

@@ -22,7 +22,7 @@ class StopRequest(_message.Message):
     def __init__(self, exit: _Optional[bool] = ..., now: _Optional[bool] = ...) -> None: ...
 
 class EdgeStatus(_message.Message):
-    __slots__ = ("edge", "peer", "seq", "acked", "watermark", "end_of_stream", "retained", "batch_size", "backup_batches", "backup_rows", "backup_bytes", "data_rows", "data_bytes", "cuts", "uncut_rows", "received_rows", "receive_s")
+    __slots__ = ("edge", "peer", "seq", "acked", "watermark", "end_of_stream", "retained", "batch_size", "backup_batches", "backup_rows", "backup_bytes", "data_rows", "data_bytes", "cuts", "uncut_rows", "received_rows", "receive_s", "connected")
     EDGE_FIELD_NUMBER: _ClassVar[int]
     PEER_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class EdgeStatus(_message.Message):
     UNCUT_ROWS_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_ROWS_FIELD_NUMBER: _ClassVar[int]
     RECEIVE_S_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
     edge: str
     peer: str
     seq: int
@@ -57,7 +58,8 @@ class EdgeStatus(_message.Message):
     uncut_rows: int
     received_rows: int
     receive_s: float
-    def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ..., batch_size: _Optional[int] = ..., backup_batches: _Optional[int] = ..., backup_rows: _Optional[int] = ..., backup_bytes: _Optional[int] = ..., data_rows: _Optional[int] = ..., data_bytes: _Optional[int] = ..., cuts: _Optional[int] = ..., uncut_rows: _Optional[int] = ..., received_rows: _Optional[int] = ..., receive_s: _Optional[float] = ...) -> None: ...
+    connected: bool
+    def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ..., batch_size: _Optional[int] = ..., backup_batches: _Optional[int] = ..., backup_rows: _Optional[int] = ..., backup_bytes: _Optional[int] = ..., data_rows: _Optional[int] = ..., data_bytes: _Optional[int] = ..., cuts: _Optional[int] = ..., uncut_rows: _Optional[int] = ..., received_rows: _Optional[int] = ..., receive_s: _Optional[float] = ..., connected: _Optional[bool] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
     __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state", "views", "resyncs", "operator_rows", "operator_busy_s", "input_backlog")

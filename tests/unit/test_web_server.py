@@ -14,7 +14,9 @@ from coordinator import web_server
 from coordinator.control import Coordinator
 from coordinator.live_view import LiveView
 from coordinator.web_server import WebServer
+from ha.views import StageView
 from node.events import EventLog
+from node.messages import view_to_pb
 from semiactive import config, topology
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT
@@ -103,3 +105,18 @@ async def test_the_server_answers_and_survives_garbage(monkeypatch: object) -> N
         web_server.MAX_STREAMS = 16
         server.close()
         await server.wait_closed()
+
+
+def test_the_snapshot_says_which_sources_an_assign_stage_reads_now() -> None:
+    topo = topology.resolve(config.load(ROOT / "examples" / "person-tracking.yaml"))
+    addresses = {name: f"127.0.0.1:{7000 + i}" for i, name in enumerate(topo.nodes)}
+    coordinator = Coordinator(topo, addresses, EventLog("coordinator", None), now=0.0)
+    status = cpb.NodeStatus(name="node-1", role="primary", stage="follow-alice")
+    status.views.append(view_to_pb(StageView("follow-alice", 0, 0, "node-1", "node-2")))
+    status.inputs.add(edge="tracker->follow-alice")
+    for camera in ("ny", "atl", "hou", "la"):
+        status.inputs.add(edge=f"camera-{camera}->follow-alice", connected=camera == "atl")
+    coordinator.on_report(status, addresses["node-1"], now=0.5)
+    [stage] = [s for s in LiveView(coordinator).snapshot(0.5)["stages"] if s["stage"] == "follow-alice"]
+    assert stage["inputs"] == ["tracker", "camera-ny", "camera-atl", "camera-hou", "camera-la"]
+    assert stage["idle"] == ["camera-ny", "camera-hou", "camera-la"]
