@@ -25,20 +25,24 @@ elided in error would be missing from the result (and found by
 verification), never wrong.
 
 Only candidates read by ASSIGNs alone, through ``[Now]``, and R read
-directly from an input edge, are managed; the others stay connected. The
+directly from an input edge (through a window and the filters the query
+analyser puts before the ASSIGN: a row they drop connects nothing), are
+managed; the others stay connected. The
 table is pure: the replica role turns its answers into Interest messages
 and rewinds (node/roles/replica.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 
+from node.engine import expressions
 from node.engine.elements import Element
 from node.engine.operators.assign import AssignOp
 from node.engine.operators.base import Operator
+from node.engine.operators.relational import SelectOp
 from node.engine.operators.streaming import ScanOp
 from node.engine.operators.windows import RangeWindowOp
 
@@ -112,17 +116,31 @@ def _consumers(operators: Sequence[Operator]) -> dict[int, list[Operator]]:
     return users
 
 
-def managed_inputs(operators: Sequence[Operator]) -> tuple[dict[str, list[int]], dict[str, list[_Use]]]:
+Keep = Callable[[Element], bool] | None  # the rows of R an ASSIGN keeps (None: all)
+
+
+@dataclass(frozen=True)
+class _Selector:
+    """Which column of R's rows names a source, for the rows that pass."""
+
+    column: int
+    keep: Keep
+
+
+def managed_inputs(
+    operators: Sequence[Operator],
+) -> tuple[dict[str, list[_Selector]], dict[str, list[_Use]]]:
     """From a physical plan: per input stream of R, the columns naming
-    candidates; per managed candidate stream, the ASSIGNs reading it."""
+    candidates (and the filter the query analyser put before the ASSIGN);
+    per managed candidate stream, the ASSIGNs reading it."""
     users = _consumers(operators)
-    selectors: dict[str, list[int]] = {}
+    selectors: dict[str, list[_Selector]] = {}
     candidates: dict[str, list[_Use]] = {}
     refused: set[str] = set()
     for op in operators:
         if not isinstance(op, AssignOp):
             continue
-        r_scan = _scan_below(op.children[0])
+        r_scan, keep = _scan_below(op.children[0])
         if r_scan is None:
             continue  # R is computed in the stage: its rows are not seen arriving
         names = list(op.position)
@@ -140,9 +158,7 @@ def managed_inputs(operators: Sequence[Operator]) -> tuple[dict[str, list[int]],
                 refused.add(names[k])
                 continue
             candidates.setdefault(names[k], []).append(_Use(op, k))
-        selectors.setdefault(r_scan.name, [])
-        if op.selector not in selectors[r_scan.name]:
-            selectors[r_scan.name].append(op.selector)
+        selectors.setdefault(r_scan.name, []).append(_Selector(op.selector, keep))
     for name in refused:
         candidates.pop(name, None)
     # A stream that is R of one ASSIGN must be read whole.
@@ -151,13 +167,30 @@ def managed_inputs(operators: Sequence[Operator]) -> tuple[dict[str, list[int]],
     return selectors, candidates
 
 
-def _scan_below(op: Operator) -> ScanOp | None:
-    """The input R is read from: directly, or through one window."""
+def _scan_below(op: Operator) -> tuple[ScanOp | None, Keep]:
+    """The input R is read from (directly, or through one window) and the
+    filters between them (the query analyser's, before the ASSIGN)."""
+    conditions = []
+    while isinstance(op, SelectOp) and len(op.children) == 1:
+        conditions.append(op.condition)
+        op = op.children[0]
+    keep: Keep = None
+    if conditions:
+        keep = expressions.build(f"lambda e: {' and '.join(f'({c})' for c in conditions)}")
     if isinstance(op, ScanOp):
-        return op
+        return op, keep
     if len(op.children) == 1 and isinstance(op.children[0], ScanOp):
-        return op.children[0]
-    return None
+        return op.children[0], keep
+    return None, None
+
+
+def _kept(keep: Keep, row: Element) -> bool:
+    if keep is None:
+        return True
+    try:
+        return bool(keep(row))
+    except (ArithmeticError, ValueError, TypeError):
+        return True  # the engine will say what is wrong; connecting is never wrong
 
 
 class ConnectionTable:
@@ -194,16 +227,18 @@ class ConnectionTable:
     def named(self, edge: str, rows: Iterable[Element]) -> list[Candidate]:
         """Rows of R arrived on ``edge``: the candidates they make wanted
         again (connect now, whole from the row's instant on)."""
-        columns = self._selectors.get(edge)
-        if not columns:
+        selectors = self._selectors.get(edge)
+        if not selectors:
             return []
         wanted: list[Candidate] = []
         by_stream = self._by_stream
         for row in rows:
             if row[2] <= 0:
                 continue
-            for column in columns:
-                candidate = by_stream.get(row[3 + column])
+            for selector in selectors:
+                candidate = by_stream.get(row[3 + selector.column])
+                if candidate is not None and not _kept(selector.keep, row):
+                    continue
                 if candidate is None:
                     continue
                 if row[0] > candidate.last_named:

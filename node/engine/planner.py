@@ -275,6 +275,8 @@ class _Builder:
             inner = plan.resolve(node.child)
             if isinstance(inner, plan.Join) and self._private(inner):
                 return self._join(inner, node.predicate)
+            if isinstance(inner, plan.Assign) and self._private(inner):
+                return self._assign(inner, node.predicate)
             return SelectOp(node.predicate, label), [node.child]
         if isinstance(node, plan.Project):
             width = len(plan.resolve(node.child).schema)
@@ -316,11 +318,7 @@ class _Builder:
         if isinstance(node, plan.ToStream):
             return ToStreamOp(node.op, node.op.value), [node.child]
         if isinstance(node, plan.Assign):
-            candidates = [
-                (name, plan.resolve(c).schema.names)
-                for name, c in zip(node.names, node.candidates, strict=True)
-            ]
-            return AssignOp(node.selector, node.takes, candidates, label), [node.relation, *node.candidates]
+            return self._assign(node, None)
         if isinstance(node, plan.Delay):
             return DelayOp(node.delay_ms, len(node.schema), f"delay {node.delay_ms}ms"), [node.child]
         raise TypeError(f"cannot execute plan node {node!r}")
@@ -374,6 +372,33 @@ class _Builder:
                 residual.append(c)
         op = JoinOp(left_key, right_key, conjunction(residual), "join")
         return op, [self._side(left_node, left_only), self._side(right_node, right_only)]
+
+    def _assign(
+        self, node: plan.Assign, where: plan.Expr | None
+    ) -> tuple[Operator, list[plan.PlanNode | Operator]]:
+        """ASSIGN, and seed 004's query analyser: the conjuncts of a WHERE
+        over it that read R's columns alone (R's come first in its result)
+        filter R before the ASSIGN, so that a row the query drops names no
+        source: it never enters the ASSIGN's state, and connection
+        management (node/connections.py) connects nothing for it."""
+        candidates = [
+            (name, plan.resolve(c).schema.names) for name, c in zip(node.names, node.candidates, strict=True)
+        ]
+        op: Operator = AssignOp(node.selector, node.takes, candidates, "assign")
+        width = len(plan.resolve(node.relation).schema)
+        pushed: list[plan.Expr] = []
+        rest: list[plan.Expr] = []
+        for c in conjuncts(where) if where is not None else []:
+            used = columns_used(c)
+            (pushed if used and max(used) < width else rest).append(c)
+        inputs: list[plan.PlanNode | Operator] = [self._side(node.relation, pushed), *node.candidates]
+        if not rest:
+            return op, inputs
+        self._register(None, op)
+        op.children = [self.op(c) if isinstance(c, plan.PlanNode) else c for c in inputs]
+        condition = conjunction(rest)
+        assert condition is not None
+        return SelectOp(condition, "select"), [op]
 
     def _side(self, node: plan.PlanNode, predicates: list[plan.Expr]) -> plan.PlanNode | Operator:
         """One input of a join, with the conjuncts pushed down to it."""

@@ -22,6 +22,8 @@ from node.connections import (
 from node.cql import compile_program
 from node.engine.elements import Element
 from node.engine.engine import Engine
+from node.engine.operators.assign import AssignOp
+from node.engine.operators.relational import SelectOp
 from node.sections.input import EdgeInput
 
 CAMS = "".join(f"REGISTER STREAM cam{c} (frame integer, size integer)\n" for c in (1, 2, 3))
@@ -41,7 +43,7 @@ def _engine(text: str = FOLLOW) -> Engine:
 
 def test_only_candidates_read_through_now_by_assigns_alone_are_managed() -> None:
     selectors, uses = managed_inputs(_engine().operators)
-    assert selectors == {"interest": [1]}
+    assert [(s.column, s.keep) for s in selectors["interest"]] == [(1, None)]
     assert sorted(uses) == ["cam1", "cam2", "cam3"]
     # A window that keeps rows, or a candidate also read by a join, stays connected.
     ranged = FOLLOW.replace("[Now] AS Cam", "[Range 10] AS Cam")
@@ -184,3 +186,54 @@ def test_two_queries_wanting_one_source_share_its_one_connection() -> None:
     assert table.idle(11) == []
     engine.advance(16)
     assert [c.stream for c in table.idle(16)] == ["cam1"]
+
+
+TRACKER = (
+    "REGISTER STREAM interest (person char(8), camera char(8))\n"
+    + CAMS
+    + "REGISTER QUERY follow AS ISTREAM(SELECT Seen.person, Cam.frame FROM "
+    "ASSIGN(interest [Range 150] AS Seen, camera, 'frame' AS frame integer, 'size' AS size integer) [Now] "
+    "AS Cam WHERE Seen.person = 'alice' AND Cam.size > 1 AND (Seen.camera = 'cam1' OR Cam.size > 2))\n"
+)
+
+
+def test_the_query_analyser_filters_r_before_the_assign_and_connects_nothing_for_dropped_rows() -> None:
+    engine = _engine(TRACKER)
+    [assign] = [op for op in engine.operators if isinstance(op, AssignOp)]
+    pushed = assign.children[0]
+    assert isinstance(pushed, SelectOp) and "alice" in pushed.condition  # R filtered first
+    others = [op.condition for op in engine.operators if isinstance(op, SelectOp) and op is not pushed]
+    assert not any("alice" in c for c in others)
+    table = ConnectionTable(engine.operators, EDGES)
+    table.idle(-1)
+    assert table.named("i->s", [(5, 1, 1, "bob", "cam2")]) == []  # the query drops bob's rows
+    assert [c.stream for c in table.named("i->s", [(6, 2, 1, "alice", "cam2")])] == ["cam2"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_query_analyser_changes_no_result(seed: int) -> None:
+    """The WHERE over the ASSIGN against the same filter applied to R by a
+    query of its own (which nothing pushes): the same rows at the same
+    instants."""
+    rng = random.Random(seed)
+    stamps = sorted(rng.randrange(0, 300) for _ in range(rng.randrange(0, 15)))
+    people, cameras = ["alice", "bob"], ["cam1", "cam2", "cam9"]
+    interest = [(t, i + 1, 1, rng.choice(people), rng.choice(cameras)) for i, t in enumerate(stamps)]
+    cams = {}
+    for c in (1, 2, 3):
+        frames = sorted(rng.randrange(0, 300) for _ in range(20))
+        cams[f"cam{c}"] = [(t, i + 1, 1, i, rng.randrange(0, 4)) for i, t in enumerate(frames)]
+    alice_only = "REGISTER QUERY alice_only AS ISTREAM(SELECT * FROM interest [Now] WHERE person = 'alice')\n"
+    by_hand = (
+        TRACKER.replace("ASSIGN(interest [Range", "ASSIGN(alice_only [Range")
+        .replace("REGISTER QUERY follow AS", alice_only + "REGISTER QUERY follow AS")
+        .replace("WHERE Seen.person = 'alice' AND", "WHERE")
+    )
+    outputs = []
+    for text in (TRACKER, by_hand):
+        engine = _engine(text)
+        engine.push("interest", interest)
+        for name, rows in cams.items():
+            engine.push(name, rows)
+        outputs.append([(e[0], *e[3:]) for e in engine.advance(400)["follow"]])
+    assert outputs[0] == outputs[1]

@@ -20,17 +20,18 @@ FRAME_MS = 25
 REPORT_MS = 100
 
 
-def main() -> None:
-    end = SEGMENT_MS * len(CAMERAS)
+def generate(out: Path, segment_ms: int = SEGMENT_MS, cameras: int = len(CAMERAS)) -> None:
+    """Alice at each of the first ``cameras`` cameras for ``segment_ms``."""
+    end = segment_ms * cameras
     lines = ["ts,person,camera"]
-    lines += [f"{t},alice,{CAMERAS[t // SEGMENT_MS]}" for t in range(0, end, REPORT_MS)]
-    (HERE / "tracker.csv").write_text("\n".join(lines) + "\n")
+    lines += [f"{t},alice,{CAMERAS[t // segment_ms]}" for t in range(0, end, REPORT_MS)]
+    (out / "tracker.csv").write_text("\n".join(lines) + "\n")
     for k, camera in enumerate(CAMERAS):
         lines = ["ts,frame,motion,pixels"]
         for i, t in enumerate(range(k + 1, end, FRAME_MS)):
             lines.append(f"{t},{i},{1 if (i * 5 + k) % 8 == 0 else 0},p{i % 10}")
-        (HERE / f"{camera}.csv").write_text("\n".join(lines) + "\n")
+        (out / f"{camera}.csv").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    generate(HERE)
