@@ -117,11 +117,7 @@ def stream(
     ``end_watermark`` (default: the last input timestamp) and, for a
     recursive program, on until its delays hold nothing (:func:`_settle`).
     """
-    name = output or program.last_query
-    if name not in program.queries:
-        raise SourceDataError(
-            f"--output {name}: no registered query of that name ({', '.join(program.queries)})"
-        )
+    name = _output(program, output)
     runner, settles = _runner(program, name, executor, run_limit)
     names = list(inputs)
     merged = heapq.merge(*(_tagged(n, rows) for n, rows in enumerate(inputs.values())), key=_ts_and_input)
@@ -154,6 +150,15 @@ def stream(
                 yield part
     except (EvaluationError, InputOrderError) as exc:
         raise SourceDataError(str(exc)) from None
+
+
+def _output(program: plan.Program, output: str | None) -> str:
+    name = output or program.last_query
+    if name not in program.queries:
+        raise SourceDataError(
+            f"--output {name}: no registered query of that name ({', '.join(program.queries)})"
+        )
+    return name
 
 
 def _ts_and_input(item: tuple[int, int, Element]) -> tuple[int, int]:
@@ -218,7 +223,7 @@ def run(
     missing = [n for n in program.inputs if n not in files and _used(program, n)]
     if missing:
         raise SourceDataError(f"no --stream given for input(s) {', '.join(missing)}")
-    root = program.query(output or program.last_query)
+    root = program.query(_output(program, output))
     fmt = formatter(root.schema, root.kind)
     out = out or sys.stdout  # looked up now: sys.stdout may be replaced (tests, redirection)
     seq = 0
