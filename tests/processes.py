@@ -87,6 +87,38 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def cluster_events(run_dir: Path) -> list[dict[str, Any]]:
+    """Every process's events of a run, file by file."""
+    return [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]
+
+
+def kill_node(run_dir: Path, name: str) -> None:
+    """SIGKILL one process of a running cluster, from outside it."""
+    processes = json.loads((run_dir / "cluster.json").read_text())["processes"]
+    os.kill(next(p["pid"] for p in processes if p["name"] == name), signal.SIGKILL)
+
+
+def finish_verified(launcher: subprocess.Popen[str], run_dir: Path) -> list[dict[str, Any]]:
+    """Wait for ``cluster up`` to end (killing it if it hangs), check that
+    it left nothing running and exited 0, that ``semiactive verify`` finds
+    the sink identical to the reference and that no row was lost; return
+    the run's events."""
+    try:
+        _, stderr = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    assert_no_processes(str(run_dir))
+    assert launcher.returncode == 0, stderr
+    verified = semiactive("verify", str(run_dir), timeout=120)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "identical to the reference" in verified.stdout, verified.stdout
+    events = cluster_events(run_dir)
+    assert not [e for e in events if e["event"] == "rows_lost"]
+    return events
+
+
 def chain_config(
     queries: list[str], *, rate: int = 1000, name: str = "test-chain", **cluster: Any
 ) -> dict[str, Any]:

@@ -7,9 +7,6 @@ stage's primary is killed from outside mid-run."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, write_config
+from tests.processes import ROOT, finish_verified, kill_node, read_jsonl, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -78,21 +75,11 @@ def _run(tmp_path: Path, kill_after_s: float | None = None) -> tuple[Path, list[
                 assert time.monotonic() < deadline, "no row reached the sink"
                 time.sleep(0.1)
             time.sleep(kill_after_s)
-            processes = json.loads((run_dir / "cluster.json").read_text())["processes"]
-            os.kill(next(p["pid"] for p in processes if p["name"] == "node-1"), signal.SIGKILL)
-        _, stderr = launcher.communicate(timeout=120)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
-    assert_no_processes(str(run_dir))
-    assert launcher.returncode == 0, stderr
-    verified = semiactive("verify", str(run_dir), timeout=120)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert "identical to the reference" in verified.stdout, verified.stdout
-    events = [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]
-    assert not [e for e in events if e["event"] == "rows_lost"]
-    return run_dir, events
+            kill_node(run_dir, "node-1")
+    except BaseException:
+        launcher.kill()
+        raise
+    return run_dir, finish_verified(launcher, run_dir)
 
 
 def _last_edge_record(run_dir: Path, source: str) -> dict[str, Any]:

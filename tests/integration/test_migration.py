@@ -7,24 +7,17 @@ the reference row for row: nothing lost or repeated."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, write_config
+from tests.processes import ROOT, finish_verified, kill_node, semiactive, write_config
 
 pytestmark = pytest.mark.slow
-
-
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    return [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]
 
 
 def _start(tmp_path: Path, duration: float) -> tuple[subprocess.Popen[str], Path]:
@@ -61,23 +54,6 @@ def _a_spare(run_dir: Path) -> str:
     raise AssertionError("no spare")
 
 
-def _finish(launcher: subprocess.Popen[str], run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        _, stderr = launcher.communicate(timeout=120)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
-    assert_no_processes(str(run_dir))
-    assert launcher.returncode == 0, stderr
-    verified = semiactive("verify", str(run_dir), timeout=120)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert "identical to the reference" in verified.stdout, verified.stdout
-    events = _events(run_dir)
-    assert not [e for e in events if e["event"] == "rows_lost"]
-    return events
-
-
 def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
     launcher, run_dir = _start(tmp_path, 11)
     try:
@@ -95,7 +71,7 @@ def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
     except BaseException:
         launcher.kill()
         raise
-    events = _finish(launcher, run_dir)
+    events = finish_verified(launcher, run_dir)
     migrated = {e["stage"]: e for e in events if e["event"] == "migrated"}
     assert migrated.keys() == {"join-1", "sum-2"}
     assert migrated["join-1"]["target"] == "spare-1" and migrated["sum-2"]["target"] == target
@@ -115,12 +91,11 @@ def test_a_kill_during_a_migration_is_survived(tmp_path: Path) -> None:
             "migrate", "join-1", "--to", "spare-1", "--run-dir", str(run_dir), "--wait", "0", timeout=20
         )
         assert started.returncode == 0, started.stderr
-        processes = json.loads((run_dir / "cluster.json").read_text())["processes"]
-        os.kill(next(p["pid"] for p in processes if p["name"] == "node-1"), signal.SIGKILL)
+        kill_node(run_dir, "node-1")
     except BaseException:
         launcher.kill()
         raise
-    events = _finish(launcher, run_dir)
+    events = finish_verified(launcher, run_dir)
     ends = [e for e in events if e["event"] in ("migrated", "migration_aborted") and e["stage"] == "join-1"]
     assert len(ends) == 1, ends
     primaries = [e["node"] for e in events if e["event"] == "takeover" and e["stage"] == "join-1"]

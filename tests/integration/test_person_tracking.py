@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, write_config
+from tests.processes import ROOT, assert_no_processes, cluster_events, read_jsonl, semiactive, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_the_query_follows_alice_and_loses_nothing(tmp_path: Path) -> None:
     before = [r["usage_bytes"] for r in samples if moved - 2 < r["t"] - t0 < moved - 0.5]
     after = [r["usage_bytes"] for r in samples if moved + 1 < r["t"] - t0 < 2 * SEGMENT_MS / 1000]
     assert before and after and max(after) < min(before), (before, after)
-    events = [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]
+    events = cluster_events(run_dir)
     assert not [e for e in events if e["event"] == "rows_lost"]
     migrations = [(round(e["t"] - t0, 1), e["target"]) for e in events if e["event"] == "migrated"]
     assert len(migrations) == 2, migrations
