@@ -75,10 +75,30 @@ class FeedbackChannel:
                 return
 
     async def close(self) -> None:
+        """Stop after the write under way (at most a second more)."""
         self.closed = True
         self._queue.put_nowait(None)
         with contextlib.suppress(Exception):
-            await self._task
+            await asyncio.wait_for(asyncio.shield(self._task), CLOSE_WAIT_S)
+        if not self._task.done():
+            self._task.cancel()
+
+
+CLOSE_WAIT_S = 1.0
+
+
+async def _end(
+    context: grpc.aio.ServicerContext[pb.Frame, pb.Feedback],
+    feedback: FeedbackChannel,
+    code: grpc.StatusCode,
+    message: str,
+) -> None:
+    """Close a Push stream with ``code``. The feedback writer stops first:
+    gRPC refuses to send a status while a message write is pending
+    (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS), and the stream would then never
+    end for its sender, which waits on it forever."""
+    await feedback.close()
+    await context.abort(code, message)
 
 
 class InboundStream:
@@ -149,20 +169,20 @@ class DataPlaneServer(pb_grpc.DataPlaneServicer):
                 if stream.closing.done():
                     read.cancel()
                     code, message = stream.closing.result()
-                    await context.abort(code, message)
+                    await _end(context, feedback, code, message)
                 frame = read.result()
                 if frame is grpc.aio.EOF:
                     return
                 await edge.on_frame(frame, stream)
         except Rejected as exc:
-            await context.abort(exc.code, exc.message)
+            await _end(context, feedback, exc.code, exc.message)
         except CodecError as exc:
             log.warning("bad frame on %s from %s: %s", hello.edge, hello.sender, exc)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad frame: {exc}")
+            await _end(context, feedback, grpc.StatusCode.INVALID_ARGUMENT, f"bad frame: {exc}")
         except DecodeError:
             # Bytes no frame parses from: refused without a traceback in the
             # log (a member could otherwise flood it).
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable frame")
+            await _end(context, feedback, grpc.StatusCode.INVALID_ARGUMENT, "undecodable frame")
         finally:
             edge.detach(stream)
             await feedback.close()
@@ -418,6 +438,7 @@ class EdgeSender:
     ) -> None:
         log_ = self.log
         cursors = log_.edges[self.edge]
+        lingered = False
         while not self._stopped:
             if reader.done():
                 reader.result()  # surface the stream's error
@@ -440,10 +461,15 @@ class EdgeSender:
                 self.sent = log_.first - 1
             limit = self.limit()
             available = limit - self.sent
-            if 0 < available < self.batch_rows and self.linger > 0 and not log_.end_of_stream:
+            small = 0 < available < self.batch_rows
+            if small and self.linger > 0 and not log_.end_of_stream and not lingered:
+                # Wait for more rows, then check again from the top: a
+                # Level-1 cut may have freed rows meanwhile (reading them
+                # now would label the log's first rows with older seqs).
                 await asyncio.sleep(self.linger)
-                limit = self.limit()
-                available = limit - self.sent
+                lingered = True
+                continue
+            lingered = False
             if available > 0:
                 last = self.sent + min(available, self.batch_rows)
                 rows = log_.get(self.sent + 1, last)
