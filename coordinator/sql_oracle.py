@@ -39,6 +39,7 @@ from coordinator.sql_translate import (
     install_functions,
 )
 from node.cql import ast, parse, plan
+from node.cql.bounds import WindowBounds, with_bounds
 
 __all__ = ["Feed", "NotCovered", "Outcome", "evaluate"]
 
@@ -76,12 +77,19 @@ class Outcome:
         return Feed(self.rows, schema, self.kind, self.ordered)
 
 
-def evaluate(text: str, feeds: Mapping[str, Feed], end: int, output: str | None = None) -> Outcome:
+def evaluate(
+    text: str,
+    feeds: Mapping[str, Feed],
+    end: int,
+    output: str | None = None,
+    window_bounds: WindowBounds = "closed",
+) -> Outcome:
     """The output of query ``output`` (default: the last registered) of the
-    CQL program ``text`` over ``feeds``, at every instant up to ``end``.
+    CQL program ``text`` over ``feeds``, at every instant up to ``end``,
+    with ``[Range T]`` windows under ``window_bounds``.
     Raises :class:`NotCovered` for a program outside the oracle's subset
     and :class:`~node.cql.CqlError` for one that does not parse."""
-    program = parse(text)
+    program = with_bounds(parse(text), window_bounds)
     with closing(sqlite3.connect(":memory:")) as conn:
         install_functions(conn)
         return _Evaluator(program, feeds, end, conn).outcome(output)

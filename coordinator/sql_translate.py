@@ -199,7 +199,7 @@ class Translator:
         if isinstance(spec, plan.UnboundedWindow):
             return Relation(stream.cols, select + "_ts <= :t", frozenset(stamps))
         if isinstance(spec, plan.RangeWindow):
-            size, slide = spec.range_ms, spec.slide_ms
+            size, slide = spec.closed_range_ms, spec.slide_ms
             if slide <= 1:
                 sql = select + f"_ts BETWEEN :t - {size} AND :t"
                 return Relation(stream.cols, sql, frozenset(stamps | {s + size + 1 for s in stamps}))

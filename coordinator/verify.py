@@ -243,7 +243,8 @@ def oracle_check(topology: Topology, run_dir: Path, max_rows: int = ORACLE_MAX_R
             for e in stage.inputs
         }
         try:
-            outcome = evaluate(stage.query_text, inputs, end, stage.output)
+            bounds = topology.config.window_bounds
+            outcome = evaluate(stage.query_text, inputs, end, stage.output, bounds)
         except NotCovered as exc:
             return [OracleCheck(s.name, f"stage {stage.name}: {exc.reason}") for s in sinks]
         feeds[stage.output] = outcome.feed(stage.schema)

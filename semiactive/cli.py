@@ -23,6 +23,7 @@ USAGE_ERROR = 2
 COORDINATOR_ENV = "SEMIACTIVE_COORDINATOR"
 DEFAULT_COORDINATOR = "127.0.0.1:7070"
 TLS_DIR_ENV = "SEMIACTIVE_TLS_DIR"
+WINDOW_BOUNDS = ("closed", "half-open")  # node/cql/bounds.py; not imported: the CLI starts light
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,6 +152,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--show-code", action="store_true", help="also print the Python generated for each query"
     )
+    bounds_help = "[Range T]: closed [ts, ts+T] (CQL, default) or half-open [ts, ts+T) (Stanford STREAM)"
+    check.add_argument("--window-bounds", choices=WINDOW_BOUNDS, default="closed", help=bounds_help)
     for action, what in (
         ("add", "register MQO queries (a file, - for stdin)"),
         ("remove", "remove MQO queries"),
@@ -175,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
         "--executor", choices=["dts", "hb"], default="dts", help="time-splitting (default) or heartbeats"
     )
     run.add_argument("--run-limit", type=int, default=100, help="HB: max consecutive runs of one operator")
+    run.add_argument("--window-bounds", choices=WINDOW_BOUNDS, default="closed", help=bounds_help)
 
     mqo = sub.add_parser("mqo", help="seed 003: many continuous queries, shared (embedded)")
     msub = mqo.add_subparsers(dest="action", required=True)
@@ -435,9 +439,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         from semiactive import embedded
 
         if args.action == "check":
-            print(embedded.check(args.file, insert_delays=args.insert_delays, show_code=args.show_code))
+            text = embedded.check(
+                args.file, args.insert_delays, args.show_code, window_bounds=args.window_bounds
+            )
+            print(text)
             return 0
-        return embedded.run(args.file, args.stream, args.output, args.executor, args.run_limit)
+        bounds = args.window_bounds
+        return embedded.run(
+            args.file, args.stream, args.output, args.executor, args.run_limit, window_bounds=bounds
+        )
     if args.command == "mqo":
         from semiactive import mqo_runner
 

@@ -280,6 +280,8 @@ class ClusterConfig(_Model):
     ack_interval_ms: Annotated[int, Field(ge=5)] = 250
     batch_rows: Annotated[int, Field(ge=1, le=65536)] = 1024
     linger_ms: Annotated[float, Field(ge=0)] = 0.0
+    # [Range T] in every stage's CQL: CQL's closed [ts, ts+T] or STREAM's half-open [ts, ts+T).
+    window_bounds: Literal["closed", "half-open"] = "closed"
     connect_timeout_ms: Annotated[int, Field(ge=100)] = 10_000
     queue_rows: Annotated[int, Field(ge=64)] = 50_000
     # 0: no periodic samples (events are always written).

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from node.cql import CqlError, compile_program, explain, plan
+from node.cql.bounds import WindowBounds
 from node.engine.elements import Element
 from node.engine.engine import Engine, EvaluationError, InputOrderError
 from node.engine.operators.streaming import DelayOp
@@ -26,19 +27,23 @@ from node.jsonl import formatter
 from node.sources import SourceDataError, read_rows
 
 
-def load_program(file: str, insert_delays: bool = False) -> plan.Program:
+def load_program(
+    file: str, insert_delays: bool = False, window_bounds: WindowBounds = "closed"
+) -> plan.Program:
     try:
         text = Path(file).read_text()
     except OSError as exc:
         raise CqlError(f"cannot read: {exc.strerror}", 1, 1, file) from None
-    return compile_program(text, file=file, insert_delays=insert_delays)
+    return compile_program(text, file=file, insert_delays=insert_delays, window_bounds=window_bounds)
 
 
-def check(file: str, insert_delays: bool = False, show_code: bool = False) -> str:
+def check(
+    file: str, insert_delays: bool = False, show_code: bool = False, window_bounds: WindowBounds = "closed"
+) -> str:
     """The plan of ``file``, once its code is also generated: a query the
     engine could not compile is a :class:`CqlError` here, not at run time.
     ``show_code``: with the generated Python of every registered query."""
-    program = load_program(file, insert_delays)
+    program = load_program(file, insert_delays, window_bounds)
     text = explain(program)
     if not program.queries:
         return text
@@ -215,8 +220,9 @@ def run(
     run_limit: int,
     out: TextIO | None = None,
     slice_rows: int = SLICE_ROWS,
+    window_bounds: WindowBounds = "closed",
 ) -> int:
-    program = load_program(file)
+    program = load_program(file, window_bounds=window_bounds)
     if not program.queries:
         raise CqlError("the program registers no query: there is nothing to run", 1, 1, file)
     files = parse_streams(streams, program)

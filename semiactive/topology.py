@@ -471,7 +471,7 @@ class _Resolver:
                 schema, kind = self.schemas[name]
                 inputs[name] = plan.InputDecl(name, kind, schema)
         try:
-            program = compile_program(text, inputs=inputs, file=file)
+            program = compile_program(text, inputs=inputs, file=file, window_bounds=self.cfg.window_bounds)
         except CqlError as exc:
             raise self._cql_error(exc, i, st) from None
         output = st.output or program.last_query

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from node.cql import plan
 from node.cql.binder import bind
+from node.cql.bounds import WindowBounds, with_bounds
 from node.cql.cycles import check_delays
 from node.cql.errors import CqlError
 from node.cql.explain import explain
@@ -28,6 +29,7 @@ def compile_program(
     inputs: Mapping[str, plan.InputDecl] | None = None,
     file: str = "<query>",
     insert_delays: bool = False,
+    window_bounds: WindowBounds = "closed",
 ) -> plan.Program:
     """Compile a CQL program.
 
@@ -35,10 +37,12 @@ def compile_program(
     ``REGISTER STREAM`` / ``REGISTER RELATION`` statements. Every cycle must
     pass through a delay (``ISTREAM(...)<Now>``); with ``insert_delays`` an
     epsilon delay is added after a stream operator on each cycle without one.
+    ``window_bounds``: closed (CQL's) or half-open (Stanford STREAM's)
+    ``[Range T]`` windows (bounds.py).
     """
     with recursion_headroom():
         try:
-            bound = bind(parse(text, file), inputs, file)
+            bound = bind(with_bounds(parse(text, file), window_bounds), inputs, file)
             check_delays(bound.program, positions=bound.positions, file=file, insert_delays=insert_delays)
         except (RecursionError, MemoryError) as exc:
             # The parser bounds nesting (limits.py); this is the safety net.

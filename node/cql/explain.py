@@ -128,7 +128,8 @@ def format_window(spec: plan.WindowSpec, input_schema: plan.Schema) -> str:
         return "[Range Unbounded]"
     if isinstance(spec, plan.RangeWindow):
         slide = f" Slide {format_duration(spec.slide_ms)}" if spec.slide_ms != 1 else ""
-        return f"[Range {format_duration(spec.range_ms)}{slide}]"
+        bounds = ", half-open" if spec.half_open else ""
+        return f"[Range {format_duration(spec.range_ms)}{slide}{bounds}]"
     if isinstance(spec, plan.RowsWindow):
         slide = f" Slide {spec.slide}" if spec.slide != 1 else ""
         return f"[Rows {spec.rows}{slide}]"

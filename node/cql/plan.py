@@ -211,10 +211,18 @@ class RangeWindow:
 
     At time t the relation holds the tuples with ``b - T <= ts <= b`` where
     ``b = floor(t / L) * L`` (CQL). ``slide_ms`` 1 means no slide.
+    ``half_open``: Stanford STREAM's ``b - T < ts <= b`` instead
+    (node/cql/bounds.py).
     """
 
     range_ms: int
     slide_ms: int = 1
+    half_open: bool = False
+
+    @property
+    def closed_range_ms(self) -> int:
+        """T of the closed window that holds the same tuples."""
+        return self.range_ms - 1 if self.half_open and self.range_ms > 0 else self.range_ms
 
 
 @dataclass(frozen=True)

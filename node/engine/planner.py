@@ -332,11 +332,10 @@ class _Builder:
         if isinstance(spec, plan.UnboundedWindow):
             return RangeWindowOp(None, width, mono, "[Range Unbounded]")
         if isinstance(spec, plan.RangeWindow):
+            size = spec.closed_range_ms
             if spec.slide_ms <= 1:
-                return RangeWindowOp(spec.range_ms, width, mono, f"[Range {spec.range_ms}]")
-            return SlidingRangeWindowOp(
-                spec.range_ms, spec.slide_ms, mono, f"[Range {spec.range_ms} Slide {spec.slide_ms}]"
-            )
+                return RangeWindowOp(size, width, mono, f"[Range {size}]")
+            return SlidingRangeWindowOp(size, spec.slide_ms, mono, f"[Range {size} Slide {spec.slide_ms}]")
         if isinstance(spec, plan.RowsWindow):
             return RowsWindowOp(spec.rows, spec.slide, mono, f"[Rows {spec.rows} Slide {spec.slide}]")
         if isinstance(spec, plan.PartitionWindow):
