@@ -225,6 +225,11 @@ class RegisterInput(Node):
 
 
 @dataclass(frozen=True)
+class ColumnName(Node):
+    name: str
+
+
+@dataclass(frozen=True)
 class RegisterQuery(Node):
     """``REGISTER QUERY name ...``; a bare query has ``anonymous`` set and a
     generated name ``queryN``."""
@@ -232,6 +237,8 @@ class RegisterQuery(Node):
     name: str
     query: Query
     anonymous: bool = False
+    # ``REGISTER QUERY name (a, b) AS ...``: the output columns, renamed in order.
+    columns: tuple[ColumnName, ...] = ()
 
 
 Statement = RegisterInput | RegisterQuery

@@ -12,6 +12,7 @@ the result, and its QueryRef nodes are then pointed at their targets.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -123,7 +124,7 @@ class _Binder:
             for name, statement in self.statements.items():
                 context = _Context()
                 try:
-                    root = self._query(statement.query, context)
+                    root = self._named(statement, self._query(statement.query, context))
                 except _Pending as exc:
                     pending[name] = exc.names
                     continue
@@ -180,6 +181,30 @@ class _Binder:
             f"cannot determine the schema of query {first!r} (it depends only on itself through {flow})",
             self.statements[first],
         )
+
+    def _named(self, statement: ast.RegisterQuery, root: plan.PlanNode) -> plan.PlanNode:
+        """``REGISTER QUERY q (a, b) AS ...`` (Stanford STREAM's views): the
+        query's columns renamed in order. Recursive references see the new
+        names, as every reader does."""
+        names = statement.columns
+        if not names:
+            return root
+        columns = root.schema.columns
+        if len(names) != len(columns):
+            raise self._error(
+                f"{statement.name} names {len(names)} columns but its query gives {len(columns)}", names[0]
+            )
+        seen: set[str] = set()
+        for n in names:
+            if n.name in RESERVED:
+                raise self._error(_reserved(n.name), n)
+            if n.name in seen:
+                raise self._error(f"duplicate column name {n.name!r}", n)
+            seen.add(n.name)
+        pairs = list(zip(columns, names, strict=True))
+        renamed = tuple(dataclasses.replace(c, name=n.name) for c, n in pairs)
+        exprs = tuple(plan.ColRef(c.type, i, n.name, c.nullable) for i, (c, n) in enumerate(pairs))
+        return plan.Project(plan.Schema(renamed), root.kind, root, exprs)
 
     # ---- queries --------------------------------------------------------------
 

@@ -227,6 +227,13 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
         name, query = children
         return ast.RegisterQuery(str(name), query, **_pos(meta))
 
+    def register_named_query(self, meta: Any, children: list[Any]) -> ast.RegisterQuery:
+        name, columns, query = children
+        return ast.RegisterQuery(str(name), query, columns=columns, **_pos(meta))
+
+    def column_names(self, meta: Any, children: list[Any]) -> tuple[ast.ColumnName, ...]:
+        return tuple(ast.ColumnName(str(t), line=t.line, column=t.column) for t in children)
+
     def bare_query(self, meta: Any, children: list[Any]) -> ast.RegisterQuery:
         return ast.RegisterQuery("", children[0], anonymous=True, **_pos(meta))
 
