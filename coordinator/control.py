@@ -244,6 +244,11 @@ class Coordinator:
                 continue
             if view.secondary is not None and not self._gone(view.secondary, view, now):
                 continue
+            primary = self.nodes.get(view.primary)
+            if primary is not None and primary.status is not None and primary.status.finished:
+                # Drained: nothing left to protect, and a secondary assigned
+                # now would find the primary gone and take over after the end.
+                continue
             spare = self._free_spare(view, now)
             if spare is None:
                 continue

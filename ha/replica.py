@@ -78,7 +78,10 @@ class StageReplica:
         """Fresh input and operator sections (and snapshots)."""
         stage = self.stage
         assert stage.output is not None
-        edges = [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
+        edges = [
+            EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind), drops_elided=e.routing is not None)
+            for e in stage.inputs
+        ]
         self.inputs = InputSection(edges, exact=True)
         cost = CostSchedule(stage.cost_ms, list(stage.cost_schedule))
         self.operator: OperatorSection | MqoSection

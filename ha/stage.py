@@ -54,6 +54,12 @@ class EdgeSpec(Protocol):
     @property
     def index(self) -> int: ...
 
+    @property
+    def routing(self) -> object | None:
+        """Not None when the consumer is one partition of a partitioned
+        stage: rows of other partitions arrive elided and feed nothing."""
+        ...
+
 
 class StageSpec(Protocol):
     @property

@@ -43,7 +43,7 @@ from node.roles.inbound import InboundEdgeSession, Receiver
 from node.roles.replica import ReplicaRole
 from node.roles.sink import SinkRole
 from node.roles.source import SourceRole
-from node.sections.input import EdgeInput
+from node.sections.input import EdgeInput, InputSection
 from node.sources import SourceDataError
 from node.tls import caller
 from node.transport import DataPlaneServer, Rejected
@@ -149,10 +149,11 @@ class NodeDaemon:
             self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)
         elif role is NodeRole.SINK:
             assert stage is not None
-            e = stage.inputs[0]
             sink = SinkRole(
                 name,
-                EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)),
+                InputSection(
+                    [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
+                ),
                 self.metrics,
                 run_dir,
                 stage.sink.split_by if stage.sink is not None else None,
@@ -299,20 +300,19 @@ class NodeDaemon:
     async def _sink_acks(self) -> None:
         assert self.sink is not None and self.stage is not None
         interval = self.topology.config.ack_interval_ms / 1000
-        edge = self.stage.inputs[0]
         while True:
             await asyncio.sleep(interval)
             point = self.sink.level1()
-            seq = self.sink.edge.last_seq
-            session = self.sessions[edge.id]
-            session.ack(seq, point, 0)
-            secondary = producer_secondary(self.views, edge)
-            if secondary is not None:
-                notice = pb.AckNotice(
-                    edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point_to_pb(point)
-                )
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    await self.peers.data(secondary).Ack(notice, timeout=1.0)
+            for edge in self.stage.inputs:
+                seq = self.sink.inputs.by_name[edge.id].last_seq
+                self.sessions[edge.id].ack(seq, point, 0)
+                secondary = producer_secondary(self.views, edge)
+                if secondary is not None:
+                    notice = pb.AckNotice(
+                        edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point_to_pb(point)
+                    )
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        await self.peers.data(secondary).Ack(notice, timeout=1.0)
 
     # -- control plane --------------------------------------------------------------------------
 

@@ -111,6 +111,7 @@ class Outbound:
                     delay_s=self.topology.latency_s(self.node, target)
                     if cfg.network is not None and cfg.network.delay
                     else 0.0,
+                    owned=edge.owned if edge.routing is not None else None,
                 )
                 self.senders[key] = sender
                 task = asyncio.create_task(sender.run(), name=f"send {edge.id} {CHANNELS[channel]}")

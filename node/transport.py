@@ -18,7 +18,7 @@ import bisect
 import contextlib
 import logging
 import operator
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import grpc
@@ -29,8 +29,10 @@ from ha.resync import ResyncPoint
 from node import clock
 from node.codec import CodecError, RowCodec
 from node.connections import elided_stamps
+from node.engine.elements import Element
 from node.messages import point_to_pb
 from node.network import Network, insecure
+from node.partitions import owned_bitmap
 from node.tls import caller
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
@@ -249,8 +251,11 @@ class EdgeSender:
         connect_timeout: float = 10.0,
         network: Network | None = None,
         delay_s: float = 0.0,
+        owned: Callable[[Sequence[Element], int], list[bool] | None] | None = None,
     ) -> None:
         self.sender = sender
+        # A partition's edge: which rows it owns (the others go elided).
+        self.owned = owned
         self.network = network or insecure(sender)
         self.edge = edge
         self.target = target
@@ -482,12 +487,13 @@ class EdgeSender:
                         last = self.sent + whole
                     else:
                         elide = True
+                mask = self.owned(rows, self.sent + 1) if self.owned is not None and not elide else None
                 if last < log_.head:
                     watermark = min(log_.watermark, log_.get(last + 1, last + 1)[0][0] - 1)
                 else:
                     watermark = log_.watermark
                 eos = last >= log_.head and log_.end_of_stream
-                await self._write_batch(call, self.sent + 1, rows, watermark, eos, elide)
+                await self._write_batch(call, self.sent + 1, rows, watermark, eos, elide, mask)
                 self.sent = last
                 continue
             watermark = log_.watermark if limit >= log_.head else self.sent_watermark
@@ -513,8 +519,21 @@ class EdgeSender:
         watermark: int,
         eos: bool,
         elide: bool = False,
+        owned: list[bool] | None = None,
     ) -> None:
-        if elide:
+        if owned is not None and not all(owned):
+            mine = [r for r, keep in zip(rows, owned, strict=True) if keep]
+            batch = pb.Batch(
+                first_seq=first,
+                count=len(rows),
+                rows=self.codec.encode(mine) if mine else b"",
+                elided_ts=elided_stamps([r for r, keep in zip(rows, owned, strict=True) if not keep]),
+                owned=owned_bitmap(owned),
+                watermark=watermark,
+                end_of_stream=eos,
+            )
+            self.rows_elided += len(rows) - len(mine)
+        elif elide:
             batch = pb.Batch(
                 first_seq=first,
                 count=len(rows),

@@ -45,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         help="SIGSTOP a node, SIGCONT it DURATION seconds later",
     )
     up.add_argument("--quiet", action="store_true", help="no live progress line")
+    check = csub.add_parser(
+        "check", help="validate CONFIG (fields, queries, partitionings) without running it"
+    )
+    check.add_argument("config")
 
     node = sub.add_parser("node", help="run one node daemon (what a container runs)")
     node.add_argument("--config", required=True)
@@ -470,6 +474,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         from semiactive import placement_cli
 
         return placement_cli.main(args.topology, args.plan, args.method, args.json)
+    if args.command == "cluster" and args.action == "check":
+        from semiactive import config as config_mod
+        from semiactive.topology import describe, resolve
+
+        print(describe(resolve(config_mod.load(args.config))))
+        return 0
     if args.command == "cluster":
         from coordinator.launcher import run_cluster
 

@@ -154,6 +154,8 @@ class HaConfig(_Model):
     mode: Literal["none", "as", "ub", "sas", "asas"] = "none"
     batch_size: Annotated[int, Field(ge=1)] = 100
     secondary: Annotated[str | None, Field(pattern=NAME)] = None
+    # A partitioned stage: one secondary per partition, in partition order.
+    secondaries: list[Annotated[str, Field(pattern=NAME)]] | None = None
     bw_max: BytesPerSecond | None = None
     recovery_max_ms: Annotated[float | None, Field(gt=0, allow_inf_nan=False)] = None
     priority: Literal["recovery", "bandwidth"] = "recovery"
@@ -166,7 +168,9 @@ class HaConfig(_Model):
 
     @model_validator(mode="after")
     def _secondary(self) -> HaConfig:
-        if self.mode != "none" and not self.secondary:
+        if self.secondary and self.secondaries:
+            raise ValueError("give secondary (one stage) or secondaries (a partitioned stage), not both")
+        if self.mode != "none" and not (self.secondary or self.secondaries):
             raise ValueError(f"ha mode {self.mode} needs a secondary node")
         if self.mode == "asas":
             if self.bw_max is None or self.recovery_max_ms is None:
@@ -212,13 +216,26 @@ class MqoConfig(_Model):
         return self
 
 
+PartitionKeys = list[Annotated[str, Field(pattern=IDENT)]]
+
+
 class StageConfig(_Model):
     """One operator partition: a CQL program run by a primary process (and,
     when protected, a secondary). The stage's output stream is its output
-    query (default: the last registered one)."""
+    query (default: the last registered one).
+
+    With ``partitions: N`` the program runs as N operator partitions on
+    ``nodes`` (one each, protected each by its own of ``ha.secondaries``).
+    ``partition_by`` says how producers split the inputs: a list of columns
+    for every input, or per input stream (an input not named goes whole to
+    every partition); without it, rows are dealt round-robin. A partitioning
+    that could change the result is refused (docs/partitioning.md)."""
 
     name: Annotated[str, Field(pattern=NAME)]
-    node: Annotated[str, Field(pattern=NAME)]
+    node: Annotated[str | None, Field(pattern=NAME)] = None
+    partitions: Annotated[int, Field(ge=1, le=64)] = 1
+    nodes: list[Annotated[str, Field(pattern=NAME)]] | None = None
+    partition_by: PartitionKeys | dict[Annotated[str, Field(pattern=IDENT)], PartitionKeys] | None = None
     query: str | None = None
     query_file: str | None = None
     mqo: MqoConfig | None = None
@@ -231,12 +248,50 @@ class StageConfig(_Model):
     def _one_query(self) -> StageConfig:
         if sum(x is not None for x in (self.query, self.query_file, self.mqo)) != 1:
             raise ValueError("give exactly one of query, query_file and mqo")
+        self._check_partitions()
         if self.mqo is not None and self.output is None:
             raise ValueError("an mqo stage needs output: the name of the stream of its queries' results")
         starts = [p.at_s for p in self.cost_schedule]
         if starts != sorted(starts):
             raise ValueError("cost_schedule phases must be in increasing at_s order")
         return self
+
+    def _check_partitions(self) -> None:
+        n = self.partitions
+        if n == 1:
+            extra = [f for f in ("nodes", "partition_by") if getattr(self, f) is not None]
+            if self.ha.secondaries is not None:
+                extra.append("ha.secondaries")
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)} only apply to a partitioned stage (partitions: 2 or more)"
+                )
+            if self.node is None:
+                raise ValueError("a stage needs a node")
+            return
+        if self.node is not None:
+            raise ValueError(f"a stage of {n} partitions runs on nodes (a list of {n}), not node")
+        if self.nodes is None or len(self.nodes) != n:
+            raise ValueError(f"partitions: {n} needs nodes: a list of {n} node names")
+        if self.mqo is not None:
+            raise ValueError("an mqo stage cannot be partitioned")
+        if self.ha.mode != "none":
+            if self.ha.secondary is not None or self.ha.secondaries is None or len(self.ha.secondaries) != n:
+                raise ValueError(
+                    f"a protected stage of {n} partitions needs ha.secondaries: a list of {n} nodes"
+                )
+        elif self.ha.secondaries is not None:
+            raise ValueError("ha.secondaries without an ha mode")
+        if isinstance(self.partition_by, list) and not self.partition_by:
+            raise ValueError("partition_by: give at least one column (or leave it out for round-robin)")
+
+    @property
+    def partition_nodes(self) -> list[str]:
+        """The primary node of each partition (one for an unpartitioned stage)."""
+        if self.nodes is not None:
+            return list(self.nodes)
+        assert self.node is not None
+        return [self.node]
 
 
 class SinkConfig(_Model):

@@ -24,6 +24,7 @@ from node.engine.elements import Element
 from node.engine.engine import Engine, EvaluationError, InputOrderError
 from node.engine.operators.streaming import DelayOp
 from node.jsonl import formatter
+from node.partitions import InputRouting
 from node.sources import SourceDataError, read_rows
 
 
@@ -256,3 +257,40 @@ def _used(program: plan.Program, name: str) -> bool:
         seen.add(id(node))
         stack.extend(plan.resolve(c) for c in node.children)
     return False
+
+
+def execute_partitioned(
+    program: plan.Program,
+    inputs: Mapping[str, Sequence[Element]],
+    output: str,
+    routing: Mapping[str, InputRouting],
+    count: int,
+    end_watermark: int,
+) -> list[Element]:
+    """What the consumer of a partitioned stage sees: ``program`` run as
+    ``count`` partitions, and their outputs merged.
+
+    ``routing`` maps an input stream to its :class:`node.partitions.InputRouting`.
+    A stream that is absent is broadcast. Partition i gets the rows that
+    ``InputRouting.owned`` gives it, and runs :func:`execute`. The outputs
+    are merged by (ts, partition index, position in that partition's output),
+    as a consumer's input section merges its edges, and seq is renumbered
+    1..n. Every partition runs to the same end as the unpartitioned
+    :func:`execute` with ``end_watermark``: that watermark, or the last
+    timestamp of any input if later."""
+    end = max((int(row[0]) for rows in inputs.values() for row in rows), default=end_watermark)
+    end = max(end, end_watermark)
+    outputs: list[list[Element]] = []
+    for index in range(count):
+        own: dict[str, list[Element]] = {}
+        for name, rows in inputs.items():
+            rule = routing.get(name)
+            if rule is None:
+                own[name] = list(rows)
+                continue
+            owned = rule.owned(rows, index, count)
+            own[name] = [row for row, mine in zip(rows, owned, strict=True) if mine]
+        outputs.append(execute(program, own, output, end_watermark=end))
+    tagged = ([(e[0], index, n, e) for n, e in enumerate(out)] for index, out in enumerate(outputs))
+    merged = heapq.merge(*tagged, key=lambda item: item[:3])
+    return [(e[0], seq, *e[2:]) for seq, (_, _, _, e) in enumerate(merged, start=1)]

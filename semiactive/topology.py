@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from mqo.query import parse_queries
 from mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
 from node.cql import CqlError, compile_program, parse, plan
 from node.cql import ast as cql_ast
+from node.cql.partitioning import PartitioningError, check_partitioning
+from node.engine.elements import VALUES, Element
+from node.partitions import InputRouting, PartitionSpec, key_positions
 from node.sources import wire_size
 from placement.network import Network, NetworkError, load_network
 from semiactive.config import ClusterConfig, ConfigError, LoadedConfig, SinkConfig, SourceConfig, StageConfig
@@ -53,10 +57,30 @@ class Edge:
     schema: plan.Schema
     kind: plan.Kind
     index: int
+    # The consumer is a partition of a partitioned stage: the producer
+    # routes this edge's rows (node/partitions.py).
+    partition: PartitionSpec | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
         return f"{self.producer}->{self.consumer}"
+
+    @property
+    def routing(self) -> InputRouting | None:
+        """How rows are split on this edge; None: every row goes whole."""
+        if self.partition is None:
+            return None
+        routing = self.partition.routing_of(self.stream)
+        return None if routing.broadcast else routing
+
+    def owned(self, rows: Sequence[Element], first_seq: int | None = None) -> list[bool] | None:
+        """Per row, whether the consumer's partition owns it (None: all);
+        ``first_seq``: the rows' seqs, when their element says lineage."""
+        routing = self.routing
+        if routing is None:
+            return None
+        assert self.partition is not None
+        return routing.owned(rows, self.partition.index, self.partition.count, first_seq)
 
 
 @dataclass
@@ -77,6 +101,8 @@ class Stage:
     source: SourceConfig | None = None
     sink: SinkConfig | None = None
     config: StageConfig | None = None
+    # One partition of a partitioned stage (its configured name: config.name).
+    partition: PartitionSpec | None = None
 
     @property
     def replicas(self) -> list[str]:
@@ -194,6 +220,7 @@ class _Resolver:
         self.stages: dict[str, Stage] = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.streams: dict[str, str] = {}
+        self.producers: dict[str, list[str]] = {}  # stream -> stages (partitions) producing it
         self.schemas: dict[str, tuple[plan.Schema, plan.Kind]] = {}
 
     def error(self, message: str, *where: Any) -> ConfigError:
@@ -215,6 +242,7 @@ class _Resolver:
                 f"stream {name!r} is produced by both {self.streams[name]} and {producer}", *where
             )
         self.streams[name] = producer
+        self.producers[name] = [producer]
         self.schemas[name] = (schema, kind)
 
     def run(self) -> Topology:
@@ -275,6 +303,12 @@ class _Resolver:
     def _network(self) -> SiteMap:
         net_cfg = self.cfg.network
         assert net_cfg is not None
+        for i, st in enumerate(self.cfg.stages):
+            if st.partitions > 1:
+                # Placement and migration move whole stages (seed 004).
+                raise self.error(
+                    "a partitioned stage cannot be placed on a network yet", "stages", i, "partitions"
+                )
         spec = net_cfg.topology
         if not spec.startswith("topohub:") and not Path(spec).is_absolute():
             spec = str(self.loaded.path.parent / spec)
@@ -476,8 +510,40 @@ class _Resolver:
             raise self._cql_error(exc, i, st) from None
         output = st.output or program.last_query
         root = program.query(output)
-        self._add_query_stage(i, st, output, root.schema, root.kind, "query", text, file, program=program)
+        specs = self._partitions(i, st, program, output, inputs) if st.partitions > 1 else [None]
+        for spec in specs:
+            self._add_query_stage(
+                i, st, output, root.schema, root.kind, "query", text, file, program=program, partition=spec
+            )
         del outputs[output]
+
+    def _partitions(
+        self, i: int, st: StageConfig, program: plan.Program, output: str, inputs: dict[str, plan.InputDecl]
+    ) -> list[PartitionSpec]:
+        """Each partition's spec, once the partitioning is known to keep the
+        program's result (else a located error)."""
+        given = st.partition_by
+        keys: dict[str, tuple[str, ...]]
+        if given is None:  # streams dealt round-robin, relations to every partition
+            keys = {name: () for name, decl in inputs.items() if decl.kind is plan.Kind.STREAM}
+        elif isinstance(given, list):  # by these columns where an input has them all
+            keys = {
+                name: tuple(given) for name, decl in inputs.items() if set(given) <= set(decl.schema.names)
+            }
+            if not keys:
+                where = ("stages", i, "partition_by")
+                raise self.error(f"stage {st.name}: no input has the columns {', '.join(given)}", *where)
+        else:
+            keys = {name: tuple(cols) for name, cols in given.items()}
+        try:
+            check_partitioning(program, output, keys)
+        except PartitioningError as exc:
+            field_ = "partition_by" if given else "partitions"
+            raise self.error(f"stage {st.name}: {exc}", "stages", i, field_) from None
+        routing = {
+            name: InputRouting(key_positions(cols, inputs[name].schema.names)) for name, cols in keys.items()
+        }
+        return [PartitionSpec(j, st.partitions, routing) for j in range(st.partitions)]
 
     def _add_query_stage(
         self,
@@ -491,14 +557,21 @@ class _Resolver:
         file: str,
         program: plan.Program | None = None,
         mqo: MqoStageSpec | None = None,
+        partition: PartitionSpec | None = None,
     ) -> None:
-        """Register a compiled stage, its nodes and its output stream;
-        ``output_field`` is where a duplicate output stream is reported."""
+        """Register a compiled stage (or one partition of it), its nodes and
+        its output stream; ``output_field`` is where a duplicate output
+        stream is reported."""
+        j = partition.index if partition is not None else 0
+        secondary = None
+        if st.ha.mode != "none":
+            secondary = st.ha.secondaries[j] if st.ha.secondaries is not None else st.ha.secondary
+        name = f"{st.name}.p{j}" if partition is not None else st.name
         stage = Stage(
-            st.name,
+            name,
             "stage",
-            st.node,
-            secondary=st.ha.secondary if st.ha.mode != "none" else None,
+            st.partition_nodes[j],
+            secondary=secondary,
             output=output,
             schema=schema,
             kind=kind,
@@ -507,12 +580,18 @@ class _Resolver:
             query_text=text,
             query_file=file,
             config=st,
+            partition=partition,
         )
         self.add_stage(stage, "stages", i, "name")
-        self.add_node(st.node, NodeRole.PRIMARY, st.name, "stages", i, "node")
+        where: tuple[Any, ...] = ("nodes", j) if partition is not None else ("node",)
+        self.add_node(stage.primary, NodeRole.PRIMARY, name, "stages", i, *where)
         if stage.secondary:
-            self.add_node(stage.secondary, NodeRole.SECONDARY, st.name, "stages", i, "ha", "secondary")
-        self.add_stream(output, st.name, schema, kind, "stages", i, output_field)
+            where = ("ha", "secondaries", j) if partition is not None else ("ha", "secondary")
+            self.add_node(stage.secondary, NodeRole.SECONDARY, name, "stages", i, *where)
+        if j == 0:
+            self.add_stream(output, name, schema, kind, "stages", i, output_field)
+        else:
+            self.producers[output].append(name)
 
     def _edges(self) -> list[Edge]:
         edges: list[Edge] = []
@@ -527,14 +606,48 @@ class _Resolver:
                 names = [stage.sink.input]
             else:
                 continue
-            for index, stream in enumerate(names):
+            index = 0
+            for stream in names:
                 schema, kind = self.schemas[stream]
-                edge = Edge(self.streams[stream], stage.name, stream, schema, kind, index)
-                stage.inputs.append(edge)
-                self.stages[edge.producer].outputs.append(edge)
-                edges.append(edge)
+                # A partitioned producer: one edge per partition, merged by
+                # the consumer in partition order.
+                for producer in self.producers[stream]:
+                    edge = Edge(producer, stage.name, stream, schema, kind, index, stage.partition)
+                    stage.inputs.append(edge)
+                    self.stages[edge.producer].outputs.append(edge)
+                    edges.append(edge)
+                    index += 1
         return edges
 
 
 def resolve(loaded: LoadedConfig) -> Topology:
     return _Resolver(loaded).run()
+
+
+def describe(topology: Topology) -> str:
+    """``cluster check``: each stage (partitions with their nodes and keys),
+    then the edges."""
+    lines = [f"{topology.config.name}: {topology.path} is valid"]
+    for stage in topology.stages.values():
+        nodes = " + ".join(stage.replicas)
+        what = f"  {stage.role:<6} {stage.name:<24} on {nodes}"
+        if stage.output is not None:
+            what += f" -> {stage.output}"
+        if stage.partition is not None:
+            part = stage.partition
+            what += f"  (partition {part.index + 1} of {part.count}: {_routing_text(stage)})"
+        lines.append(what)
+    lines.append(f"  {len(topology.edges)} edges: " + ", ".join(e.id for e in topology.edges))
+    return "\n".join(lines)
+
+
+def _routing_text(stage: Stage) -> str:
+    assert stage.partition is not None
+    routed = []
+    for edge in stage.inputs:
+        routing = stage.partition.routing_of(edge.stream)
+        if routing.broadcast:
+            continue
+        keys = [edge.schema.names[p - VALUES] for p in routing.key_positions]
+        routed.append(f"{edge.stream} by {', '.join(keys)}" if keys else f"{edge.stream} round-robin")
+    return "; ".join(dict.fromkeys(routed)) or "every input whole"

@@ -31,6 +31,7 @@ from node.connections import elided_rows
 from node.engine.elements import Element
 from node.messages import point_from_pb, point_to_pb
 from node.metrics import NodeMetrics
+from node.partitions import owned_flags
 from node.sections.input import RowOrderError, SeqGapError
 from node.transport import InboundStream, Rejected
 from semiactive.topology import Edge
@@ -147,7 +148,9 @@ class InboundEdgeSession:
             batch = frame.batch
             next_seq = self.next_seq
             skip = next_seq - batch.first_seq
-            if batch.elided_ts:
+            if batch.owned:
+                rows = self._routed(batch, stream) if 0 <= skip < batch.count else []
+            elif batch.elided_ts:
                 rows = self._elided(batch, stream) if 0 <= skip < batch.count else []
             else:
                 try:
@@ -158,6 +161,8 @@ class InboundEdgeSession:
                     )
                 except CodecError as exc:
                     raise self._refuse(stream, "undecodable", str(exc)) from None
+                if self.edge.routing is not None and rows:
+                    self._check_owned(rows, stream)
             if skip < 0 and batch.count:
                 raise Rejected(
                     grpc.StatusCode.OUT_OF_RANGE,
@@ -195,6 +200,41 @@ class InboundEdgeSession:
                 stream, "elided", f"{len(batch.elided_ts)} timestamps for {batch.count} elided rows"
             )
         return elided_rows(batch.first_seq, batch.elided_ts, len(self.edge.schema))
+
+    def _routed(self, batch: pb.Batch, stream: InboundStream) -> list[Element]:
+        """A partition's batch: its own rows whole, the others as
+        timestamps (node/partitions.py), back in seq order."""
+        if self.edge.routing is None:
+            raise self._refuse(stream, "partition", "partition-routed rows on an edge to no partition")
+        try:
+            owned = owned_flags(batch.owned, batch.count)
+            mine = self.codec.decode(batch.rows, batch.first_seq, sum(owned))
+        except (ValueError, CodecError) as exc:
+            raise self._refuse(stream, "partition", str(exc)) from None
+        if len(batch.elided_ts) != batch.count - len(mine):
+            raise self._refuse(
+                stream,
+                "partition",
+                f"{len(batch.elided_ts)} timestamps for {batch.count - len(mine)} elided rows",
+            )
+        others = elided_rows(batch.first_seq, batch.elided_ts, len(self.edge.schema))
+        rows: list[Element] = []
+        seq = batch.first_seq
+        whole, elided = iter(mine), iter(others)
+        for is_mine in owned:
+            row = next(whole) if is_mine else next(elided)
+            rows.append((row[0], seq, *row[2:]))
+            seq += 1
+        self._check_owned([r for r, is_mine in zip(rows, owned, strict=True) if is_mine], stream)
+        return rows
+
+    def _check_owned(self, rows: list[Element], stream: InboundStream) -> None:
+        """Whole rows on a partition's edge must be that partition's: a
+        misrouted row would be computed twice or nowhere."""
+        owned = self.edge.owned(rows)
+        if owned is not None and not all(owned):
+            seq = rows[owned.index(False)][1]
+            raise self._refuse(stream, "partition", f"row seq {seq} is not partition {self.edge.consumer}'s")
 
     def _refuse(self, stream: InboundStream, reason: str, detail: str) -> Rejected:
         """A bad frame: logged, counted, and the stream's closing status."""

@@ -18,20 +18,21 @@ from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
 from node.metrics import NodeMetrics
-from node.sections.input import EdgeInput
+from node.sections.input import InputSection
 
 
 class SinkRole:
     def __init__(
         self,
         name: str,
-        edge: EdgeInput,
+        inputs: InputSection,
         metrics: NodeMetrics,
         run_dir: Path | None,
         split_by: str | None = None,
     ) -> None:
         self.name = name
-        self.edge = edge
+        self.inputs = inputs
+        edge = inputs.edges[0]
         self.metrics = metrics
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
         self.t0: float | None = None
@@ -56,7 +57,7 @@ class SinkRole:
     # -- receiver (for the inbound session) ----------------------------------------------
 
     def next_seq(self, edge: str) -> int:
-        return self.edge.next_seq
+        return self.inputs.by_name[edge].next_seq
 
     def idle_from(self, edge: str) -> int | None:
         return None  # a sink wants every row
@@ -67,19 +68,24 @@ class SinkRole:
     def receive(
         self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
     ) -> int:
-        return self.edge.accept_rows(first_seq, rows, watermark, eos, count)
+        return self.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos, count)
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         return set()  # a sink keeps no state: it never needs to rebuild
 
     def level1(self) -> ResyncPoint:
         """A sink needs nothing before what it has: cut = received + 1."""
-        seq = self.edge.last_seq
-        return ResyncPoint(seq, 0, seq + 1, {self.edge.edge: seq + 1})
+        edges = self.inputs.edges
+        position = edges[0].last_seq if len(edges) == 1 else self.inputs.position
+        return ResyncPoint(position, 0, position + 1, {e.edge: e.last_seq + 1 for e in edges})
 
     async def received(self) -> None:
-        rows = list(self.edge.pending)
-        self.edge.pending.clear()
+        # One edge: every row as it comes, numbered by its seq. Several (the
+        # partitions of a partitioned stage): merged by (ts, edge, seq) up to
+        # their common watermark and numbered in that order.
+        taken, _ = self.inputs.take()
+        rows = next(iter(taken.values()), [])
+        self.inputs.forget_before(self.inputs.position + 1)
         if rows:
             fmt = self.fmt
             if self._out is not None:
@@ -97,12 +103,12 @@ class SinkRole:
                 observe = self.metrics.latency.observe
                 for x in lat[:: max(1, len(lat) // 64)]:
                     observe(x)
-        if self.edge.end_of_stream:
+        if self.finished:
             self.close()
 
     @property
     def finished(self) -> bool:
-        return self.edge.end_of_stream and not self.edge.pending
+        return self.inputs.end_of_stream and not self.inputs.backlog
 
     def close(self) -> None:
         if self.split is not None:

@@ -26,7 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from node.codec import RowCodec
-from node.engine.elements import Element
+from node.connections import ELIDED
+from node.engine.elements import VALUES, Element
 
 NEVER = -(2**62)
 FOREVER = 2**62
@@ -52,6 +53,10 @@ class EdgeInput:
     stream: str  # the scan the rows feed
     index: int
     codec: RowCodec
+    # An edge to one partition: rows of other partitions come elided; they
+    # take positions (so cuts and acknowledgements stay the whole stream's)
+    # but are not handed to the operator section.
+    drops_elided: bool = False
     next_seq: int = 1
     watermark: int = NEVER
     end_of_stream: bool = False
@@ -182,6 +187,8 @@ class InputSection:
             edge.pending.clear()
             if rows:
                 self.position = edge.handed = rows[-1][1]
+                if edge.drops_elided:
+                    rows = _own(rows)
             return ({edge.stream: rows} if rows else {}), watermark
         if len(self.edges) == 1:
             edge = self.edges[0]
@@ -196,6 +203,8 @@ class InputSection:
                 part.append(pending.popleft())
             if part:
                 self.position = edge.handed = part[-1][1]
+                if edge.drops_elided:
+                    part = _own(part)
             return ({edge.stream: part} if part else {}), watermark
         return self._merge(watermark, max_position), watermark
 
@@ -218,8 +227,10 @@ class InputSection:
             edge = by_index[index]
             edge.pending.popleft()
             edge.handed = seq
-            out.setdefault(edge.stream, []).append((row[0], pos, *row[2:]))
             self._positions.append((pos, index, seq))
+            if edge.drops_elided and row[VALUES] is ELIDED:
+                continue
+            out.setdefault(edge.stream, []).append((row[0], pos, *row[2:]))
         self.position = pos
         return out
 
@@ -253,3 +264,8 @@ class InputSection:
         self._positions.clear()
         for e in self.edges:
             e.restart(edge_cut.get(e.edge, 1))
+
+
+def _own(rows: list[Element]) -> list[Element]:
+    """A partition's rows without the elided ones of other partitions."""
+    return [r for r in rows if r[VALUES] is not ELIDED]

@@ -53,20 +53,22 @@ class Hello(_message.Message):
     def __init__(self, edge: _Optional[str] = ..., sender: _Optional[str] = ..., epoch: _Optional[int] = ..., channel: _Optional[_Union[Channel, str]] = ..., layout: _Optional[str] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("first_seq", "count", "rows", "watermark", "end_of_stream", "elided_ts")
+    __slots__ = ("first_seq", "count", "rows", "watermark", "end_of_stream", "elided_ts", "owned")
     FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     END_OF_STREAM_FIELD_NUMBER: _ClassVar[int]
     ELIDED_TS_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
     first_seq: int
     count: int
     rows: bytes
     watermark: int
     end_of_stream: bool
     elided_ts: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., elided_ts: _Optional[_Iterable[int]] = ...) -> None: ...
+    owned: bytes
+    def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., elided_ts: _Optional[_Iterable[int]] = ..., owned: _Optional[bytes] = ...) -> None: ...
 
 class ResyncPoint(_message.Message):
     __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "counters", "time")

@@ -22,7 +22,7 @@ from node.engine.heartbeat import HeartbeatEngine
 from node.metrics import NodeMetrics
 from node.roles.inbound import InboundEdgeSession
 from node.roles.sink import SinkRole
-from node.sections.input import NEVER, EdgeInput, RowOrderError
+from node.sections.input import NEVER, EdgeInput, InputSection, RowOrderError
 from node.transport import DataPlaneServer
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
@@ -139,7 +139,7 @@ async def read(call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback]) -> pb.Fee
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[pb_grpc.DataPlaneStub, SinkRole, NodeMetrics]]:
     metrics = NodeMetrics("n", "down", "sink")
-    sink = SinkRole("down", EdgeInput(EDGE.id, EDGE.stream, 0, CODEC), metrics, None)
+    sink = SinkRole("down", InputSection([EdgeInput(EDGE.id, EDGE.stream, 0, CODEC)]), metrics, None)
     session = InboundEdgeSession(EDGE, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
     server = grpc.aio.server()
     pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
@@ -169,7 +169,7 @@ async def test_a_decreasing_frame_closes_its_stream_and_the_node_serves_on(
     assert "edge up->down from node-bad (ts_decreasing)" in caplog.text
     labels = {"edge": EDGE.id, "reason": "ts_decreasing"}
     assert metrics.registry.get_sample_value("semiactive_frames_refused_total", labels) == 1
-    assert sink.edge.next_seq == 1 and sink.delivered == 0
+    assert sink.inputs.edges[0].next_seq == 1 and sink.delivered == 0
 
     good = stub.Push()
     await good.write(hello("node-good"))

@@ -19,7 +19,7 @@ from node.engine.engine import Engine, EvaluationError
 from node.metrics import NodeMetrics
 from node.roles.inbound import InboundEdgeSession
 from node.roles.sink import SinkRole
-from node.sections.input import EdgeInput
+from node.sections.input import EdgeInput, InputSection
 from node.sources import INT_MAX, INT_MIN, SourceDataError, convert, read_rows
 from node.transport import DataPlaneServer, EdgeSender
 from semiactive import embedded
@@ -144,7 +144,7 @@ async def test_a_sender_stops_with_the_out_of_range_error_not_silently() -> None
     edge = Edge("up", "down", "s", SCHEMA, plan.Kind.STREAM, 0)
     codec = RowCodec(SCHEMA, plan.Kind.STREAM)
     metrics = NodeMetrics("n", "down", "sink")
-    sink = SinkRole("down", EdgeInput(edge.id, edge.stream, 0, codec), metrics, None)
+    sink = SinkRole("down", InputSection([EdgeInput(edge.id, edge.stream, 0, codec)]), metrics, None)
     session = InboundEdgeSession(edge, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
     server = grpc.aio.server()
     pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
