@@ -158,6 +158,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     bounds_help = "[Range T]: closed [ts, ts+T] (CQL, default) or half-open [ts, ts+T) (Stanford STREAM)"
     check.add_argument("--window-bounds", choices=WINDOW_BOUNDS, default="closed", help=bounds_help)
+    check.add_argument(
+        "--partition-by",
+        action="append",
+        metavar="STREAM=COL[,COL]",
+        help="check that partitions routed by these columns (STREAM= : round-robin) keep the result",
+    )
     for action, what in (
         ("add", "register MQO queries (a file, - for stdin)"),
         ("remove", "remove MQO queries"),
@@ -443,8 +449,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from semiactive import embedded
 
         if args.action == "check":
+            keys = embedded.parse_partition_by(args.partition_by) if args.partition_by else None
             text = embedded.check(
-                args.file, args.insert_delays, args.show_code, window_bounds=args.window_bounds
+                args.file,
+                args.insert_delays,
+                args.show_code,
+                window_bounds=args.window_bounds,
+                partition_by=keys,
             )
             print(text)
             return 0

@@ -20,9 +20,11 @@ from typing import Protocol, TextIO
 
 from node.cql import CqlError, compile_program, explain, plan
 from node.cql.bounds import WindowBounds
+from node.cql.partitioning import check_partitioning
 from node.engine.elements import Element
 from node.engine.engine import Engine, EvaluationError, InputOrderError
 from node.engine.operators.streaming import DelayOp
+from node.errors import UserError
 from node.jsonl import formatter
 from node.partitions import InputRouting
 from node.sources import SourceDataError, read_rows
@@ -39,20 +41,44 @@ def load_program(
 
 
 def check(
-    file: str, insert_delays: bool = False, show_code: bool = False, window_bounds: WindowBounds = "closed"
+    file: str,
+    insert_delays: bool = False,
+    show_code: bool = False,
+    window_bounds: WindowBounds = "closed",
+    partition_by: Mapping[str, tuple[str, ...]] | None = None,
 ) -> str:
     """The plan of ``file``, once its code is also generated: a query the
     engine could not compile is a :class:`CqlError` here, not at run time.
-    ``show_code``: with the generated Python of every registered query."""
+    ``show_code``: with the generated Python of every registered query.
+    ``partition_by``: whether partitions routed so (stream -> key columns,
+    () round-robin, absent broadcast) keep the last query's result
+    (:class:`PartitioningError` if not)."""
     program = load_program(file, insert_delays, window_bounds)
     text = explain(program)
     if not program.queries:
         return text
+    if partition_by is not None:
+        check_partitioning(program, program.last_query, partition_by)
+        routed = ", ".join(
+            f"{s} by {', '.join(k)}" if k else f"{s} round-robin" for s, k in partition_by.items()
+        )
+        text += f"\n\npartitioned ({routed}; other inputs whole to every partition): keeps the result"
     for name in list(program.queries) if show_code else [program.last_query]:
         engine = Engine(program, [name])
         if show_code:
             text += f"\n\n-- generated code of {name} --\n{engine.generated_source or ''}"
     return text
+
+
+def parse_partition_by(specs: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``--partition-by STREAM=COL[,COL]`` (``STREAM=``: round-robin)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        stream, sep, columns = spec.partition("=")
+        if not sep or not stream:
+            raise UserError(f"--partition-by {spec!r}: write STREAM=COL[,COL] (STREAM= for round-robin)")
+        out[stream] = tuple(c.strip() for c in columns.split(",") if c.strip())
+    return out
 
 
 def parse_streams(specs: Sequence[str], program: plan.Program) -> dict[str, str]:

@@ -217,3 +217,15 @@ def test_reserved_column_names_are_refused(tmp_path: Path, capsys: pytest.Captur
     query.write_text("REGISTER RELATION R (k integer, op char(1))\nSELECT k FROM R\n")
     code, _, err = _run(capsys, "query", "check", str(query))
     assert code == 2 and err.startswith(f"semiactive: {query}:1:33: column name 'op' is reserved")
+
+
+def test_check_says_whether_a_partitioning_keeps_the_result(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    query, _ = files
+    code, out, _ = _run(capsys, "query", "check", str(query), "--partition-by", "S=k")
+    assert code == 0 and "partitioned (S by k; other inputs whole to every partition): keeps the result" in out
+    code, _, err = _run(capsys, "query", "check", str(query), "--partition-by", "S=v")
+    assert code == 2 and "query counts: GROUP BY" in err
+    code, _, err = _run(capsys, "query", "check", str(query), "--partition-by", "S")
+    assert code == 2 and "write STREAM=COL" in err
