@@ -224,7 +224,9 @@ def test_check_says_whether_a_partitioning_keeps_the_result(
 ) -> None:
     query, _ = files
     code, out, _ = _run(capsys, "query", "check", str(query), "--partition-by", "S=k")
-    assert code == 0 and "partitioned (S by k; other inputs whole to every partition): keeps the result" in out
+    assert (
+        code == 0 and "partitioned (S by k; other inputs whole to every partition): keeps the result" in out
+    )
     code, _, err = _run(capsys, "query", "check", str(query), "--partition-by", "S=v")
     assert code == 2 and "query counts: GROUP BY" in err
     code, _, err = _run(capsys, "query", "check", str(query), "--partition-by", "S")
