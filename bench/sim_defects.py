@@ -45,8 +45,9 @@ def _no_fencing(self: InboundEdgeSession) -> None:
 
 
 def _sink_acks_ahead(self: SinkRole) -> ResyncPoint:
-    seq = self.edge.last_seq + 5
-    return ResyncPoint(seq, 0, seq + 1, {self.edge.edge: seq + 1})
+    edge = self.inputs.edges[0]
+    seq = edge.last_seq + 5
+    return ResyncPoint(seq, 0, seq + 1, {edge.edge: seq + 1})
 
 
 def _secondary_never_reprotected(self: Coordinator, now: float) -> None:

@@ -119,6 +119,32 @@ def finish_verified(launcher: subprocess.Popen[str], run_dir: Path) -> list[dict
     return events
 
 
+def run_verified(
+    config: Path, run_dir: Path, duration: float, kill: str | None = None, kill_after_s: float = 1.5
+) -> list[dict[str, Any]]:
+    """``cluster up`` for ``duration`` seconds; with ``kill``, SIGKILL that
+    node from outside ``kill_after_s`` after the first row reached the sink;
+    then :func:`finish_verified`."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "semiactive", "cluster", "up", str(config), "--duration", str(duration),
+         "--run-dir", str(run_dir), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        if kill is not None:
+            deadline = time.monotonic() + 60
+            sink = run_dir / "sink" / "sink.jsonl"
+            while not (sink.exists() and sink.stat().st_size > 0):
+                assert time.monotonic() < deadline, "no row reached the sink"
+                time.sleep(0.1)
+            time.sleep(kill_after_s)
+            kill_node(run_dir, kill)
+    except BaseException:
+        launcher.kill()
+        raise
+    return finish_verified(launcher, run_dir)
+
+
 def chain_config(
     queries: list[str], *, rate: int = 1000, name: str = "test-chain", **cluster: Any
 ) -> dict[str, Any]:

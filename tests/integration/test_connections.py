@@ -7,15 +7,12 @@ stage's primary is killed from outside mid-run."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.processes import ROOT, finish_verified, kill_node, read_jsonl, write_config
+from tests.processes import read_jsonl, run_verified, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -62,24 +59,8 @@ def _config(tmp_path: Path) -> Path:
 
 def _run(tmp_path: Path, kill_after_s: float | None = None) -> tuple[Path, list[dict[str, Any]]]:
     run_dir = tmp_path / "run"
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "semiactive", "cluster", "up", str(_config(tmp_path)), "--duration", "14",
-         "--run-dir", str(run_dir), "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        if kill_after_s is not None:
-            deadline = time.monotonic() + 60
-            sink = run_dir / "sink" / "sink.jsonl"
-            while not (sink.exists() and sink.stat().st_size > 0):
-                assert time.monotonic() < deadline, "no row reached the sink"
-                time.sleep(0.1)
-            time.sleep(kill_after_s)
-            kill_node(run_dir, "node-1")
-    except BaseException:
-        launcher.kill()
-        raise
-    return run_dir, finish_verified(launcher, run_dir)
+    kill = "node-1" if kill_after_s is not None else None
+    return run_dir, run_verified(_config(tmp_path), run_dir, 14, kill, kill_after_s or 0.0)
 
 
 def _last_edge_record(run_dir: Path, source: str) -> dict[str, Any]:

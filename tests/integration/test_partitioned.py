@@ -8,40 +8,16 @@ taken over by its own secondary: nothing lost, nothing twice."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.processes import ROOT, finish_verified, kill_node, read_jsonl, semiactive, write_config
+from tests.processes import ROOT, read_jsonl, run_verified, semiactive, write_config
 
 pytestmark = pytest.mark.slow
 
 EXAMPLE = ROOT / "examples" / "paper-chain-partitioned.yaml"
-
-
-def _run(config: Path, run_dir: Path, duration: float, kill: str | None = None) -> list[dict[str, Any]]:
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "semiactive", "cluster", "up", str(config), "--duration", str(duration),
-         "--run-dir", str(run_dir), "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        if kill is not None:
-            deadline = time.monotonic() + 60
-            sink = run_dir / "sink" / "sink.jsonl"
-            while not (sink.exists() and sink.stat().st_size > 0):
-                assert time.monotonic() < deadline, "no row reached the sink"
-                time.sleep(0.1)
-            time.sleep(1.5)
-            kill_node(run_dir, kill)
-    except BaseException:
-        launcher.kill()
-        raise
-    return finish_verified(launcher, run_dir)
 
 
 def _edge_records(run_dir: Path, node: str) -> dict[str, dict[str, Any]]:
@@ -51,7 +27,7 @@ def _edge_records(run_dir: Path, node: str) -> dict[str, dict[str, Any]]:
 
 def test_a_stage_partitioned_by_key_equals_the_unpartitioned_one_across_a_kill(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    events = _run(EXAMPLE, run_dir, duration=5, kill="node-5")
+    events = run_verified(EXAMPLE, run_dir, duration=5, kill="node-5")
     takeovers = [(e["stage"], e["node"]) for e in events if e["event"] == "takeover"]
     assert takeovers == [("sensor-sums.p1", "node-6")]
     verified = semiactive("verify", str(run_dir), timeout=120)
@@ -87,7 +63,7 @@ def test_round_robin_partitions_feed_a_sink_directly(tmp_path: Path) -> None:
     }  # fmt: skip
     path = write_config(tmp_path / "round-robin.yaml", config)
     run_dir = tmp_path / "run"
-    events = _run(path, run_dir, duration=4, kill="node-2")
+    events = run_verified(path, run_dir, duration=4, kill="node-2")
     takeovers = [(e["stage"], e["node"]) for e in events if e["event"] == "takeover"]
     assert takeovers == [("scaled.p1", "node-5")]
     rows = read_jsonl(run_dir / "sink" / "sink.jsonl")
