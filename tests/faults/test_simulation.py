@@ -32,7 +32,7 @@ from semiactive.topology import Topology, resolve
 CONFIG = "examples/sim-chain.yaml"
 PARTITIONED = "examples/sim-partitioned.yaml"
 SEEDS = int(os.environ.get("SEMIACTIVE_SIM_SEEDS", "240"))
-PARTITIONED_SEEDS = max(1, SEEDS // 6)
+PARTITIONED_SEEDS = max(1, SEEDS // 10)
 WORKERS = 2  # the CI machine's cores; nothing else runs meanwhile
 FAULTS = 3
 DURATION_S = 2.0
