@@ -1,0 +1,80 @@
+"""Linear Road (examples/linear-road/linear-road.cql) on the seeded synthetic
+scenario of bench/linear_road.py must give exactly the answers the
+benchmark's public validator computed for that scenario (stored in
+tests/data/linear-road: the validator cannot be fetched or run here), and the
+strict comparator must catch a dropped, a wrong and a late answer."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.slow
+
+EXPECTED = ROOT / "tests" / "data" / "linear-road" / "synth-expected.txt"
+
+
+def _bench() -> ModuleType:
+    name = "bench_linear_road"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "linear_road.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def product(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The program's answers to the synthetic scenario, in the validator's format."""
+    folder = tmp_path_factory.mktemp("linear-road")
+    bench = _bench()
+    bench.synth(folder / "synth.dat")
+    run = bench.run_program(folder / "synth.dat", folder / "synth.dat.tolls.dat", folder)
+    lines: list[str] = run.lines
+    return lines
+
+
+def _problems(lines: list[str]) -> dict[int, dict[str, list[Any]]]:
+    bench = _bench()
+    expected = bench.parse_answers(EXPECTED.read_text().splitlines())
+    problems: dict[int, dict[str, list[Any]]] = bench.compare(expected, bench.parse_answers(lines))
+    return problems
+
+
+def test_the_answers_are_the_validators(product: list[str]) -> None:
+    problems = _problems(product)
+    assert all(not keys for found in problems.values() for keys in found.values()), problems
+    counts = _bench().summary(_bench().parse_answers(product))
+    assert counts == {
+        "toll notifications": 1984,
+        "accident alerts": 39,
+        "account balances": 383,
+        "daily expenditures": 85,
+        "non-zero tolls": 242,
+        "non-zero balances": 65,
+    }
+
+
+def test_the_comparator_catches_a_dropped_a_wrong_and_a_late_answer(product: list[str]) -> None:
+    tolls = [i for i, line in enumerate(product) if line.startswith("0,") and not line.endswith(",0")]
+    doctored = list(product)
+    car, time, emit, lav, toll = doctored[tolls[0]].split(",")[1:]
+    doctored[tolls[0]] = f"0,{car},{time},{emit},{lav},{int(toll) + 2}"
+    car, time, emit, lav, toll = doctored[tolls[1]].split(",")[1:]
+    doctored[tolls[1]] = f"0,{car},{time},{int(time) + 6},{lav},{toll}"
+    dropped = doctored.pop(next(i for i, line in enumerate(doctored) if line.startswith("2,")))
+    doctored.append(next(line for line in doctored if line.startswith("1,")))
+
+    problems = _problems(doctored)
+    found = {(typ, kind, len(keys)) for typ in problems for kind, keys in problems[typ].items() if keys}
+    assert found == {(0, "wrong", 1), (0, "late", 1), (2, "missing", 1), (1, "duplicate", 1)}
+    _, time, _, _, qid, _ = dropped.split(",")
+    assert problems[2]["missing"] == [(int(time), int(qid))]
