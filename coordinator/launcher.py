@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -508,6 +508,14 @@ async def run_cluster(
             print(f"stage {s.stage} stopped: {s.reason}", file=sys.stderr)
         if not drain.complete and not drain.stopped:
             print("the run did not drain: sinks did not receive the end of stream in time", file=sys.stderr)
+            for full in _full_logs(cluster.run_dir):
+                print(
+                    f"  {full['node']}: output log of {full['stage']} full ({full['retained']:,} rows"
+                    f" = queue_rows): {', '.join(full['pinned_by'])} still need(s) rows from seq"
+                    f" {full['needed_from']:,}"
+                    " (state that keeps old input: raise queue_rows or bound its windows)",
+                    file=sys.stderr,
+                )
         code = 0 if drain.complete else 1
     except RuntimeError as exc:
         print(f"semiactive: {exc}", file=sys.stderr)
@@ -528,3 +536,14 @@ async def run_cluster(
     if report_to is not None:
         report_to.append(report)
     return code
+
+
+def _full_logs(run_dir: Path) -> list[dict[str, Any]]:
+    """The ``log_full`` events of a run: why a run that did not drain stalled."""
+    found = []
+    for path in sorted((run_dir / "telemetry").glob("events-*.jsonl")):
+        for line in path.read_text().splitlines():
+            if '"log_full"' in line:
+                with contextlib.suppress(ValueError):
+                    found.append(json.loads(line))
+    return found

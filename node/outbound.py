@@ -30,6 +30,8 @@ from semiactive.wire import dataplane_pb2 as pb
 log = logging.getLogger(__name__)
 
 CHANNELS = {pb.DATA: "data", pb.BACKUP: "backup"}
+# A full output log waits for acknowledgements; this long is a stall worth saying.
+STALL_REPORT_S = 2.0
 
 
 class Outbound:
@@ -166,9 +168,42 @@ class Outbound:
             sender.wake.set()
 
     async def wait_room(self) -> None:
+        """Wait while the log is full. A log full for ``STALL_REPORT_S`` is
+        said once (a warning and the event ``log_full``): usually a consumer
+        whose state keeps old input forever, so its Level-1 cut never moves
+        and nothing can be freed."""
+        reported = False
         while self.log.full:
             self.room.clear()
-            await self.room.wait()
+            try:
+                await asyncio.wait_for(self.room.wait(), None if reported else STALL_REPORT_S)
+            except TimeoutError:
+                reported = True
+                self._report_full()
+
+    def _report_full(self) -> None:
+        log_ = self.log
+        oldest = log_.needed_from()
+        pinned = sorted(e for e, c in log_.edges.items() if (c.cut if c.point is not None else 1) == oldest)
+        log.warning(
+            "%s: output log full (%d rows, queue_rows %d) for %.0f s: %s still need(s) rows from seq %d "
+            "(the oldest input the consumer's state holds); raise queue_rows or bound its windows",
+            self.stage.name,
+            log_.retained,
+            log_.capacity,
+            STALL_REPORT_S,
+            ", ".join(pinned),
+            oldest,
+        )
+        if self.events is not None:
+            self.events.emit(
+                "log_full",
+                stage=self.stage.name,
+                retained=log_.retained,
+                capacity=log_.capacity,
+                pinned_by=pinned,
+                needed_from=oldest,
+            )
 
     def consumer_positions(self) -> dict[str, int]:
         """Per output edge, what the consumer's primary asked for when the
