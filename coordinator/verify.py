@@ -14,7 +14,6 @@ instant, for runs whose queries the oracle covers, on a bounded prefix.
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import sys
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from node.engine.elements import Element
 from node.jsonl import formatter
 from semiactive import config
 from semiactive.config import ConfigError
-from semiactive.embedded import execute
+from semiactive.embedded import execute, merge_edges
 from semiactive.topology import Stage, Topology, resolve
 
 
@@ -108,14 +107,7 @@ def expected_streams(topology: Topology, run_dir: Path) -> dict[str, list[Elemen
     for stage in topology.stages.values():  # partitions in partition order
         if stage.output is not None and stage.name in outputs:
             runs.setdefault(stage.output, []).append(outputs[stage.name])
-    return {name: _merged(each) for name, each in runs.items()}
-
-
-def _merged(runs: Sequence[Sequence[Element]]) -> list[Element]:
-    """Rows of several edges merged as an input section merges them, by
-    (ts, edge index, seq), and numbered in that order."""
-    keyed = [[(r[0], index, r[1], r) for r in rows] for index, rows in enumerate(runs)]
-    return [(r[0], i, *r[2:]) for i, (_, _, _, r) in enumerate(heapq.merge(*keyed), start=1)]
+    return {name: merge_edges(each) for name, each in runs.items()}
 
 
 def stage_inputs(stage: Stage, outputs: dict[str, list[Element]]) -> dict[str, list[Element]]:
@@ -129,7 +121,7 @@ def stage_inputs(stage: Stage, outputs: dict[str, list[Element]]) -> dict[str, l
         if owned is not None:
             rows = [r for r, mine in zip(rows, owned, strict=True) if mine]
         runs.setdefault(edge.stream, []).append(rows)
-    return {stream: _merged(each) for stream, each in runs.items()}
+    return {stream: merge_edges(each) for stream, each in runs.items()}
 
 
 def reference_outputs(

@@ -317,6 +317,13 @@ def execute_partitioned(
             owned = rule.owned(rows, index, count)
             own[name] = [row for row, mine in zip(rows, owned, strict=True) if mine]
         outputs.append(execute(program, own, output, end_watermark=end))
-    tagged = ([(e[0], index, n, e) for n, e in enumerate(out)] for index, out in enumerate(outputs))
-    merged = heapq.merge(*tagged, key=lambda item: item[:3])
+    return merge_edges(outputs)
+
+
+def merge_edges(runs: Sequence[Sequence[Element]]) -> list[Element]:
+    """Rows of several edges (each in its order) merged as an input section
+    merges them, by (ts, edge index, position on the edge), and numbered
+    1..n in that order: what a consumer of a partitioned stage sees."""
+    keyed = ([(e[0], index, n, e) for n, e in enumerate(rows)] for index, rows in enumerate(runs))
+    merged = heapq.merge(*keyed, key=lambda item: item[:3])
     return [(e[0], seq, *e[2:]) for seq, (_, _, _, e) in enumerate(merged, start=1)]
