@@ -3,6 +3,7 @@ answer by answer against the expected answers of the benchmark's public
 validator (docs/linear-road.md).
 
     python bench/linear_road.py synth OUT.dat [--quirk]
+    python bench/linear_road.py replicate DATA.dat L OUT.dat [--expected ANSWERS]
     python bench/linear_road.py convert DATA.dat OUTDIR [--tolls FILE] [--match-only]
     python bench/linear_road.py run DATA.dat --expected ANSWERS [--until T] [--match-only]
     python bench/linear_road.py compare ANSWERS PRODUCT
@@ -31,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROGRAM = ROOT / "examples" / "linear-road" / "linear-road.cql"
+PROGRAMS = ROOT / "examples" / "linear-road"
+XWAY = PROGRAMS / "xway.cql"  # per expressway: types 0, 1, 3 and the charges (XOut)
+BALANCE = PROGRAMS / "balance.cql"  # per car, over every expressway: type 2 (BOut)
 INPUTS = ("PosReport", "BalQuery", "ExpQuery", "HistTolls")
 TYPES = {0: "toll notifications", 1: "accident alerts", 2: "account balances", 3: "daily expenditures"}
 KINDS = ("missing", "unexpected", "wrong", "late", "duplicate")
@@ -136,6 +139,60 @@ def synth(out: Path, quirk: bool = False) -> int:
     return len(lines)
 
 
+REPLICA_OFFSET = 100_000  # car ids and qids of expressway k are shifted by k times this
+
+
+def replicate(data: Path, xways: int, out: Path) -> int:
+    """A scenario of one expressway (``data`` and its tolls file) copied onto
+    expressways 0..``xways``-1, each copy with its own cars and query ids, in
+    time order. The copies never meet: tolls and accidents are per
+    expressway and each balance is one car's, so the validator's answers
+    for the copy are those for ``data``, copied the same way
+    (:func:`replicate_answers`). Returns the number of data lines."""
+    lines: list[tuple[int, int, str]] = []
+    for n, line in enumerate(data.read_text().splitlines()):
+        f = line.split(",")
+        for k in range(xways):
+            g = list(f)
+            g[2] = str(int(f[2]) + k * REPLICA_OFFSET)
+            g[4] = str(k)
+            if f[9] != "-1":
+                g[9] = str(int(f[9]) + k * REPLICA_OFFSET)
+            lines.append((int(f[1]), k * 10**9 + n, ",".join(g)))
+    lines.sort()
+    out.write_text("".join(text + "\n" for *_, text in lines))
+    tolls = Path(f"{data}.tolls.dat").read_text().splitlines()
+    with Path(f"{out}.tolls.dat").open("w") as dst:
+        for k in range(xways):
+            for line in tolls:
+                car, day, _, toll = line.split(",")
+                dst.write(f"{int(car) + k * REPLICA_OFFSET},{day},{k},{toll}\n")
+    return len(lines)
+
+
+def replicate_answers(lines: Iterable[str], xways: int) -> list[str]:
+    """The validator's answers for :func:`replicate`'s copy, from its answers
+    for the one expressway."""
+    out = []
+    for line in lines:
+        v = [int(x) for x in line.split(",")] if line.strip() else []
+        for k in range(xways):
+            w = list(v)
+            shift = k * REPLICA_OFFSET
+            if not v:
+                continue
+            if v[0] == 0:  # 0,car,time,emit,lav,toll
+                w[1] += shift
+            elif v[0] == 1:  # 1,time,emit,xway,accseg,dir,car
+                w[3], w[6] = k, v[6] + shift
+            elif v[0] in (2, 5):  # 2,time,emit,resulttime,qid,bal
+                w[4] += shift
+            elif v[0] == 3:  # 3,time,emit,qid,toll
+                w[3] += shift
+            out.append(",".join(map(str, w)))
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Conversion into the program's inputs
 # ---------------------------------------------------------------------------
@@ -144,7 +201,7 @@ def synth(out: Path, quirk: bool = False) -> int:
 def convert(data: Path, outdir: Path, tolls: Path | None = None, match_only: bool = False) -> dict[str, int]:
     """Writes PosReport, BalQuery and ExpQuery CSVs (ts = time * 1000, the time
     in seconds repeated as a column: CQL cannot read a row's ts) and HistTolls,
-    the tolls file inserted as a relation at ts 0. ``match_only`` keeps only the
+    the tolls file as a stream at ts 0. ``match_only`` keeps only the
     toll rows some type 3 query asks for, as the validator does: much less
     memory, but it reads the queries ahead, so the full table is the default.
     Type 4 lines (never generated) are dropped. Returns row counts."""
@@ -178,11 +235,11 @@ def convert(data: Path, outdir: Path, tolls: Path | None = None, match_only: boo
                 exp.write(f"{t * 1000},{t},{f[2]},{f[4]},{f[9]},{f[14]}\n")
                 wanted.add((f[2], f[14], f[4]))
     with (outdir / "HistTolls.csv").open("w") as out, (tolls or Path(os.devnull)).open() as table:
-        out.write("ts,op,car,day,xway,toll\n")
+        out.write("ts,car,day,xway,toll\n")
         for line in table:
             f = line.strip().split(",")
             if len(f) == 4 and not (match_only and (f[0], f[1], f[2]) not in wanted):
-                out.write(f"0,+,{f[0]},{f[1]},{f[2]},{f[3]}\n")
+                out.write(f"0,{f[0]},{f[1]},{f[2]},{f[3]}\n")
                 counts["tolls"] += 1
     return counts
 
@@ -203,12 +260,14 @@ class Run:
     peak_mb: float
 
 
-def answer_line(row: dict[str, int]) -> str:
-    """An LROut row as the validator's line. emit is the application time the
-    engine emitted the answer at, in whole seconds rounded up (embedded mode
-    has no wall-clock latency to report)."""
+def answer_line(row: dict[str, int], emit: int | None = None) -> str:
+    """An answer row (typ, time, a, b, c, d) as the validator's line. ``emit``:
+    when it was emitted, in benchmark seconds; by default the application
+    time the engine emitted it at, rounded up (embedded mode has no
+    wall-clock latency to report)."""
     typ, t, a, b, c, d = (row[k] for k in ("typ", "time", "a", "b", "c", "d"))
-    emit = -(-row["ts"] // 1000)
+    if emit is None:
+        emit = -(-row["ts"] // 1000)
     if typ == 0:
         return f"0,{a},{t},{emit},{b},{c}"
     if typ == 1:
@@ -216,6 +275,43 @@ def answer_line(row: dict[str, int]) -> str:
     if typ == 2:
         return f"2,{t},{emit},{t},{a},{b}"
     return f"3,{t},{emit},{a},{b}"
+
+
+def cut_data(data: Path, until: int, out: Path) -> Path:
+    """The lines of ``data`` up to time ``until``, written to ``out``."""
+    with data.open() as src, out.open("w") as dst:
+        for line in src:
+            if int(line.split(",", 2)[1]) > until:
+                break
+            dst.write(line)
+    return out
+
+
+def last_time(data: Path) -> int:
+    """The time of the data file's last line (its lines are in time order)."""
+    with data.open("rb") as src:
+        src.seek(max(0, src.seek(0, os.SEEK_END) - 4096))
+        lines = [line for line in src.read().decode().splitlines() if line.count(",") >= 14]
+    return int(lines[-1].split(",")[1]) if lines else 0
+
+
+def expressways(data: Path) -> int:
+    """How many expressways the data has (the largest XWay + 1)."""
+    with data.open() as src:
+        return 1 + max((int(line.split(",", 5)[4]) for line in src if line.count(",") >= 14), default=0)
+
+
+def whole_program() -> str:
+    """Both parts as one program for embedded mode: xway.cql, balance.cql
+    reading xway.cql's XOut query instead of declaring it, and LROut, the
+    union of the answers of both."""
+    balance = [
+        line for line in BALANCE.read_text().splitlines() if not line.startswith("REGISTER STREAM XOut")
+    ]
+    answers = (
+        "REGISTER QUERY LROut AS\n  SELECT * FROM XOut WHERE typ <> 9\n  UNION ALL\n  SELECT * FROM BOut\n"
+    )
+    return XWAY.read_text() + "\n" + "\n".join(balance) + "\n\n" + answers
 
 
 def run_program(
@@ -230,16 +326,12 @@ def run_program(
     """Converts ``data`` (cut at time ``until``) into ``workdir`` and runs the
     program once for all four answer types (its LROut query) in a child process."""
     if until is not None:
-        cut = workdir / "data.dat"
-        with data.open() as src, cut.open("w") as dst:
-            for line in src:
-                if int(line.split(",", 2)[1]) > until:
-                    break
-                dst.write(line)
-        data = cut
+        data = cut_data(data, until, workdir / "data.dat")
     counts = convert(data, workdir, tolls, match_only)
+    program = workdir / "linear-road.cql"
+    program.write_text(whole_program())
     streams = [f"--stream={name}={workdir / name}.csv" for name in INPUTS]
-    command = [sys.executable, "-m", "semiactive", "query", "run", str(PROGRAM), *streams]
+    command = [sys.executable, "-m", "semiactive", "query", "run", str(program), *streams]
     command += ["--output", "LROut", "--window-bounds", window_bounds, "--executor", executor]
     raw = workdir / "LROut.jsonl"
     start = time.perf_counter()
@@ -371,6 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("synth", help="write the seeded scenario (and OUT.tolls.dat)")
     p.add_argument("out", type=Path)
     p.add_argument("--quirk", action="store_true", help="a second accident in an already used segment")
+    p = commands.add_parser("replicate", help="copy a one-expressway scenario onto L expressways")
+    p.add_argument("data", type=Path)
+    p.add_argument("xways", type=int)
+    p.add_argument("out", type=Path)
+    p.add_argument("--expected", type=Path, help="its validator answers: also write OUT.expected")
     p = commands.add_parser("convert", help="a data file (+ tolls file) -> the program's CSV inputs")
     p.add_argument("data", type=Path)
     p.add_argument("outdir", type=Path)
@@ -392,6 +489,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "synth":
         print(f"{synth(args.out, args.quirk)} lines", file=sys.stderr)
+        return 0
+    if args.command == "replicate":
+        print(f"{replicate(args.data, args.xways, args.out)} lines", file=sys.stderr)
+        if args.expected is not None:
+            answers = replicate_answers(args.expected.read_text().splitlines(), args.xways)
+            Path(f"{args.out}.expected").write_text("".join(line + "\n" for line in answers))
         return 0
     if args.command == "convert":
         print(convert(args.data, args.outdir, args.tolls, args.match_only), file=sys.stderr)

@@ -194,9 +194,10 @@ def source_schema(src: SourceConfig) -> plan.Schema:
 
 
 def _external_names(program: cql_ast.Program) -> list[str]:
-    """Names the program reads in FROM but neither registers nor declares,
-    in order of first use: its inputs from other stages."""
-    own = {s.name for s in program.statements}
+    """Names the program reads in FROM but does not register as a query, in
+    order of first use: its inputs from sources and other stages (a program
+    may also declare them, as it would to run embedded)."""
+    own = {s.name for s in program.statements if isinstance(s, cql_ast.RegisterQuery)}
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -482,7 +483,7 @@ class _Resolver:
                 waiting = [n for n in needs if n not in self.schemas and n in outputs]
                 if waiting:
                     continue
-                self._compile_one(i, st, text, file, needs, outputs)
+                self._compile_one(i, st, tree, text, file, needs, outputs)
                 pending.remove(item)
                 progress = True
             if not progress:
@@ -497,9 +498,25 @@ class _Resolver:
                 )
 
     def _compile_one(
-        self, i: int, st: StageConfig, text: str, file: str, needs: list[str], outputs: dict[str, str]
+        self,
+        i: int,
+        st: StageConfig,
+        tree: cql_ast.Program,
+        text: str,
+        file: str,
+        needs: list[str],
+        outputs: dict[str, str],
     ) -> None:
         inputs = {}
+        for statement in (s for s in tree.statements if isinstance(s, cql_ast.RegisterInput)):
+            if statement.name in needs and statement.name not in self.schemas:
+                raise self.error(
+                    f"stage {st.name}: it declares the input {statement.name!r} (query line "
+                    f"{statement.line}), but no source or stage produces it",
+                    "stages",
+                    i,
+                    "query",
+                )
         for name in needs:
             if name in self.schemas:
                 schema, kind = self.schemas[name]

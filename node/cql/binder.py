@@ -73,6 +73,12 @@ class _Binder:
         declared_at: dict[str, ast.Statement] = {}
         for statement in tree.statements:
             name = statement.name
+            if isinstance(statement, ast.RegisterInput) and name in self.inputs and name not in declared_at:
+                # A stage input the program also declares (so one file runs
+                # embedded and on a cluster): fine if it is what the producer sends.
+                self._check_declaration(statement, self.inputs[name])
+                declared_at[name] = statement
+                continue
             if name in self.inputs or name in self.statements:
                 raise self._error(self._duplicate(statement, declared_at.get(name)), statement)
             declared_at[name] = statement
@@ -99,6 +105,22 @@ class _Binder:
 
     def _error(self, message: str, where: ast.Node) -> CqlError:
         return CqlError(message, where.line, where.column, self.file)
+
+    def _check_declaration(self, statement: ast.RegisterInput, given: plan.InputDecl) -> None:
+        declared = self._input(statement)
+
+        def shown(decl: plan.InputDecl) -> str:
+            columns = ", ".join(f"{c.name} {c.type}" for c in decl.schema.columns)
+            return f"a {decl.kind.value} ({columns})"
+
+        same = [(c.name, c.type) for c in declared.schema.columns] == [
+            (c.name, c.type) for c in given.schema.columns
+        ]
+        if declared.kind is not given.kind or not same:
+            raise self._error(
+                f"{statement.name!r} is declared as {shown(declared)}, but the stage input is {shown(given)}",
+                statement,
+            )
 
     def _input(self, statement: ast.RegisterInput) -> plan.InputDecl:
         seen: set[str] = set()

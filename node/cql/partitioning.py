@@ -20,10 +20,10 @@ at lies in one copy:
 - row-wise operators and time windows (Select, Project, Now/Range/Unbounded
   windows, Delay) are safe on any input;
 - GROUP BY and ``[Partition By .. Rows N]`` are safe when the key is in
-  their grouping. Partition By also needs the stream's order within an
-  instant in each copy to be the whole stream's order, restricted to that
-  copy, so it is accepted only over an input stream (maybe filtered,
-  projected or delayed);
+  their grouping. Partition By keeps the last rows of a group by their
+  order within an instant; every operator emits in an order fixed by its
+  input order (first appearance, never hash order), so each copy sees a
+  group's rows in the whole stream's order, also over a derived stream;
 - DISTINCT, UNION (set), EXCEPT and ISTREAM/DSTREAM compare equal rows.
   Equal rows must meet in one copy, so the key must be known;
 - a join must pair rows inside one copy: one side replicated, or both
@@ -52,13 +52,10 @@ class PartitioningError(UserError):
 
 @dataclass(frozen=True)
 class _Dist:
-    """How a node's rows are spread over the partitions (module docstring).
-    ``ordered``: a stream whose order within an instant, in every partition,
-    is the whole stream's order restricted to that partition."""
+    """How a node's rows are spread over the partitions (module docstring)."""
 
     partitioned: bool
     key: tuple[int, ...] | None = None
-    ordered: bool = False
 
 
 _REPLICATED = _Dist(False)
@@ -119,7 +116,7 @@ def _scans(program: plan.Program, keys: Mapping[str, tuple[str, ...] | None]) ->
                 "partition that holds the row; partition it by key columns or broadcast it"
             )
         key = tuple(names.index(c) for c in columns) if columns else None
-        dists[stream] = _Dist(True, key, ordered=True)
+        dists[stream] = _Dist(True, key)
     return dists
 
 
@@ -225,14 +222,14 @@ class _Analysis:
 
 def _project(child: _Dist, exprs: tuple[plan.Expr, ...]) -> _Dist:
     if child.key is None:
-        return _Dist(True, None, child.ordered)
+        return _Dist(True, None)
     kept: dict[int, int] = {}
     for position, expr in enumerate(exprs):
         if isinstance(expr, plan.ColRef):
             kept.setdefault(expr.index, position)
     if all(k in kept for k in child.key):
-        return _Dist(True, tuple(kept[k] for k in child.key), child.ordered)
-    return _Dist(True, None, child.ordered)
+        return _Dist(True, tuple(kept[k] for k in child.key))
+    return _Dist(True, None)
 
 
 def _window(node: plan.Window, child: _Dist, query: str) -> _Dist:
@@ -252,12 +249,6 @@ def _window(node: plan.Window, child: _Dist, query: str) -> _Dist:
                 f"query {query}: [Partition By {by} Rows {spec.rows}] over a stream partitioned with "
                 f"{have}; every partition key column must be a Partition By column, so that each "
                 "window partition is in one stage partition"
-            )
-        if not child.ordered:
-            raise PartitioningError(
-                f"query {query}: [Partition By {by} Rows {spec.rows}] over a derived stream; the order "
-                "of its rows within an instant can differ in a partition, and the window keeps the "
-                "last rows by that order. Apply it to an input stream"
             )
     return _Dist(True, child.key)
 

@@ -504,3 +504,28 @@ def test_a_cost_schedule_must_be_in_time_order(tmp_path: Path) -> None:
         "    node: node-1\n    cost_schedule: [{at_s: 10, cost_ms: 1}, {at_s: 5, cost_ms: 0.5}]\n",
     )
     assert "increasing at_s order" in str(_error(tmp_path, text))
+
+
+def test_a_stage_may_declare_its_inputs_as_they_are(tmp_path: Path) -> None:
+    """A stage's program may declare its inputs (so that the same file runs
+    embedded); the declaration must say what the producer sends, and name a
+    stream someone produces."""
+    declared = BASE.replace(
+        "      REGISTER QUERY s1 AS",
+        "      REGISTER STREAM s0 (id integer, val integer, pad char(20))\n      REGISTER QUERY s1 AS",
+    )
+    assert [e.stream for e in _load(tmp_path, declared).stages["stage-1"].inputs] == ["s0"]
+    wrong = declared.replace("pad char(20)", "pad char(28)")
+    assert (
+        "'s0' is declared as a stream (id integer, val integer, pad char(28)), but the stage input is"
+        in str(_error(tmp_path, wrong))
+    )
+    orphan = declared.replace("REGISTER STREAM s0", "REGISTER STREAM zz").replace(
+        "FROM s0 WHERE", "FROM zz WHERE"
+    )
+    message = str(_error(tmp_path, orphan))
+    assert (
+        "stages[0].query" in message
+        and "declares the input 'zz'" in message
+        and "no source or stage" in message
+    )

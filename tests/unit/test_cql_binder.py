@@ -745,12 +745,29 @@ def test_semantic_errors(query: str, line: int, column: int, fragment: str) -> N
     assert error.file == "q.cql"
 
 
-def test_duplicate_stage_input() -> None:
+def test_a_stage_input_may_be_declared_as_it_is() -> None:
+    """One program file runs embedded (declaring its inputs) and as a
+    cluster stage (given its producers' schemas): a declaration that says
+    what the producer sends is accepted, any other is refused, named."""
     decl = plan.InputDecl("s", plan.Kind.STREAM, plan.Schema((plan.Column("x", plan.INTEGER),)))
+    program = compile_program(
+        "REGISTER STREAM s (x integer)\nREGISTER QUERY q AS SELECT x FROM s", inputs={"s": decl}
+    )
+    assert program.inputs["s"].schema.names == ("x",)
+    for text, shown in [
+        ("REGISTER STREAM s (a int)", "a stream (a integer)"),
+        ("REGISTER STREAM s (x float)", "a stream (x float)"),
+        ("REGISTER RELATION s (x integer)", "a relation (x integer)"),
+    ]:
+        with pytest.raises(CqlError) as info:
+            compile_program(text, inputs={"s": decl})
+        assert (
+            info.value.message == f"'s' is declared as {shown}, but the stage input is a stream (x integer)"
+        )
+        assert (info.value.line, info.value.column) == (1, 1)
     with pytest.raises(CqlError) as info:
-        compile_program("REGISTER STREAM s (a int)", inputs={"s": decl})
-    assert info.value.message == "'s' is already registered as a stage input"
-    assert (info.value.line, info.value.column) == (1, 1)
+        compile_program("REGISTER STREAM s (x integer)\nREGISTER STREAM s (x integer)", inputs={"s": decl})
+    assert info.value.message == "'s' is already registered (line 1, column 1)"
 
 
 def test_real_errors_win_over_undetermined_schemas() -> None:

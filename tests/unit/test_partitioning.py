@@ -286,6 +286,13 @@ ACCEPTED: list[tuple[str, str, Keys, dict[str, Rows]]] = [
         {"P": _stream(40, 2, 4)},
     ),
     (
+        "partition window by the key over a derived stream",
+        ST + "REGISTER QUERY D AS ISTREAM(SELECT S.k, v, w FROM S [Range 2], T [Now] WHERE S.k = T.k);\n"
+        "ISTREAM(SELECT k, SUM(v) AS a, SUM(w) AS b FROM D [Partition By k Rows 2] GROUP BY k)",
+        {"S": ("k",), "T": ("k",)},
+        {"S": _stream(60, 2, 10), "T": _stream(40, 2, 11)},
+    ),
+    (
         "istream over a range window keeping the key",
         S + "ISTREAM(SELECT k, v FROM S [Range 2])",
         {"S": ("k",)},

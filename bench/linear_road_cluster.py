@@ -1,0 +1,284 @@
+"""Linear Road on a cluster: the data replayed in real time (or faster)
+through real node processes, one operator partition per expressway, each
+protected by Semi-Active Standby; the answers collected at the sinks with
+their arrival times and checked against the validator's (docs/linear-road.md).
+
+    python bench/linear_road_cluster.py DATA.dat --expected OUT [--xways L] [--speed S]
+        [--kill-at SECONDS] [--ha sas|none] [--run-dir DIR] [--full-tolls]
+
+The cluster (``config``): four file sources (PosReport, BalQuery, ExpQuery,
+HistTolls at ts 0), stage ``xway`` running examples/linear-road/xway.cql as
+L partitions routed by ``xway`` (primaries ``x0..``, secondaries ``y0..``),
+stage ``balance`` running balance.cql unpartitioned (``b0``, secondary
+``b1``: a car's charges span expressways), and two sinks. ``--kill-at T``
+SIGKILLs the primary of partition 0 from outside (``semiactive nemesis``)
+T seconds into the run.
+
+An answer's emit time is its arrival at the sink in benchmark seconds,
+``(arrival - t0) * speed``: the benchmark asks for every answer within 5 s
+of its input, so at speed S the bound is 5/S s of wall time. The run passes
+(exit 0) when every answer is correct, none is missing or duplicated, and
+none is late; the L-rating is the largest L that passes at speed 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import linear_road as lr  # a sibling script, not a package
+
+ROOT = lr.ROOT
+SCHEMAS = {
+    "PosReport": {
+        "time": "integer", "car": "integer", "spd": "integer", "xway": "integer",
+        "lane": "integer", "dir": "integer", "seg": "integer", "pos": "integer",
+    },
+    "BalQuery": {"time": "integer", "car": "integer", "qid": "integer"},
+    "ExpQuery": {"time": "integer", "car": "integer", "xway": "integer", "qid": "integer", "day": "integer"},
+    "HistTolls": {"car": "integer", "day": "integer", "xway": "integer", "toll": "integer"},
+}  # fmt: skip
+SINKS = {"answers": "XOut", "balances": "BOut"}
+
+
+def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) -> dict[str, Any]:
+    """The cluster for L expressways reading the CSVs that ``lr.convert`` wrote into ``workdir``."""
+    sources = [
+        {
+            "name": f"src-{name.lower()}",
+            "stream": name,
+            "kind": "file",
+            "path": str(workdir / f"{name}.csv"),
+            "speed": speed,
+            "schema": schema,
+        }
+        for name, schema in SCHEMAS.items()
+    ]
+    xway: dict[str, Any] = {
+        "name": "xway",
+        "query_file": str(lr.XWAY),
+        "output": "XOut",
+    }
+    if xways > 1:
+        xway.update(partitions=xways, nodes=[f"x{i}" for i in range(xways)], partition_by=["xway"])
+    else:
+        xway["node"] = "x0"
+    balance: dict[str, Any] = {
+        "name": "balance",
+        "node": "b0",
+        "query_file": str(lr.BALANCE),
+        "output": "BOut",
+    }
+    if ha != "none":
+        secondaries = [f"y{i}" for i in range(xways)]
+        xway["ha"] = {"mode": ha, "batch_size": 100}
+        xway["ha"].update({"secondaries": secondaries} if xways > 1 else {"secondary": secondaries[0]})
+        balance["ha"] = {"mode": ha, "batch_size": 100, "secondary": "b1"}
+    return {
+        "name": "linear-road",
+        "heartbeat_ms": 250,
+        "ack_interval_ms": 250,
+        "linger_ms": 5,
+        # The program's state is unbounded (balances, a car's previous
+        # report, the accident history), so its Level-1 cut never passes the
+        # first rows and producers retain their whole input
+        # (docs/linear-road.md): the queue must hold the whole run.
+        "queue_rows": queue_rows,
+        "sources": sources,
+        "stages": [xway, balance],
+        "sinks": [{"name": name, "input": stream} for name, stream in SINKS.items()],
+    }
+
+
+@dataclass
+class ClusterRun:
+    lines: list[str]  # the answers in the validator's format, emit from the arrival time
+    lateness: list[float]  # per answer: arrival minus due, benchmark seconds
+    wall_s: float
+    returncode: int
+    stderr: str
+    killed: str | None
+
+
+def answer_rows(run_dir: Path, sink: str) -> list[tuple[dict[str, Any], float]]:
+    """A sink's rows with the wall time each arrived at (telemetry/SINK.arrivals:
+    one line per delivered batch, "wall first_seq count")."""
+    starts: list[int] = []
+    walls: list[float] = []
+    arrivals = run_dir / "telemetry" / f"{sink}.arrivals"
+    for line in arrivals.read_text().splitlines():
+        wall, first, _ = line.split()
+        starts.append(int(first))
+        walls.append(float(wall))
+    out = []
+    with (run_dir / "sink" / f"{sink}.jsonl").open() as rows:
+        for row in map(json.loads, rows):
+            batch = bisect.bisect_right(starts, row["seq"]) - 1
+            out.append((row, walls[batch]))
+    return out
+
+
+def collect(run_dir: Path, speed: float) -> tuple[list[str], list[float]]:
+    """Every answer as a validator line whose emit is its arrival in benchmark
+    seconds, and every answer's lateness (arrival minus due) in benchmark seconds."""
+    t0 = float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"])
+    lines: list[str] = []
+    lateness: list[float] = []
+    for sink in SINKS:
+        for row, wall in answer_rows(run_dir, sink):
+            if row["typ"] == 9:
+                continue  # a charge, balance.cql's input
+            emitted = (wall - t0) * speed
+            lines.append(lr.answer_line(row, emit=math.ceil(max(emitted, row["time"]))))
+            lateness.append(emitted - row["ts"] / 1000)
+    return lines, lateness
+
+
+def run_cluster(
+    data: Path,
+    tolls: Path,
+    workdir: Path,
+    xways: int,
+    speed: float,
+    ha: str = "sas",
+    kill_at: float | None = None,
+    match_only: bool = True,
+    until: int | None = None,
+) -> ClusterRun:
+    """Convert ``data`` into ``workdir``, run it on a cluster in
+    ``workdir/run`` and collect the answers."""
+    if until is not None:
+        data = lr.cut_data(data, until, workdir / "data.dat")
+    counts = lr.convert(data, workdir, tolls, match_only)
+    last = lr.last_time(data)
+    rows = counts["type 0"] + counts["type 2"] + counts["type 3"] + counts["tolls"]
+    path = workdir / "linear-road.yaml"
+    path.write_text(json.dumps(config(workdir, xways, speed, ha, max(50_000, 2 * rows)), indent=1))
+    check = subprocess.run(
+        [sys.executable, "-m", "semiactive", "cluster", "check", str(path)], capture_output=True, text=True
+    )
+    if check.returncode != 0:
+        raise SystemExit(f"the cluster config is refused:\n{check.stderr}")
+    run_dir = workdir / "run"
+    duration = last / speed + 2
+    command = [
+        sys.executable,
+        "-m",
+        "semiactive",
+        "cluster",
+        "up",
+        str(path),
+        "--duration",
+        f"{duration:.1f}",
+    ]
+    command += ["--run-dir", str(run_dir), "--quiet"]
+    start = time.perf_counter()
+    launcher = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed = None
+    try:
+        if kill_at is not None:
+            killed = "x0"
+            nemesis = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "semiactive",
+                    "nemesis",
+                    str(run_dir),
+                    "--kill",
+                    f"{killed}@{kill_at}",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=duration + 120,
+            )
+            if nemesis.returncode != 0:
+                launcher.kill()
+                raise SystemExit(f"nemesis failed:\n{nemesis.stderr}")
+        _, stderr = launcher.communicate(timeout=duration + 600)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.communicate()
+    wall = time.perf_counter() - start
+    lines, lateness = collect(run_dir, speed)
+    return ClusterRun(lines, lateness, wall, launcher.returncode, stderr, killed)
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else math.nan
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--expected", type=Path, required=True, help="the validator's answers (its out file)")
+    parser.add_argument("--tolls", type=Path, help="the historical tolls (default: DATA.tolls.dat)")
+    parser.add_argument(
+        "--xways", type=int, help="expressways = partitions (default: as many as the data has)"
+    )
+    parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1: real time)")
+    parser.add_argument("--ha", default="sas", choices=("sas", "as", "none"))
+    parser.add_argument(
+        "--kill-at", type=float, help="SIGKILL partition 0's primary (x0) this many seconds in"
+    )
+    parser.add_argument("--until", type=int, help="cut input and answers at this time (s)")
+    parser.add_argument(
+        "--full-tolls", action="store_true", help="the whole tolls table, not the rows asked for"
+    )
+    parser.add_argument("--run-dir", type=Path, help="keep the converted data and the run here")
+    parser.add_argument("--product", type=Path, help="also write the answers here, in the validator's format")
+    args = parser.parse_args(argv)
+    tolls = args.tolls or Path(f"{args.data}.tolls.dat")
+    xways = args.xways or lr.expressways(args.data)
+    with tempfile.TemporaryDirectory(prefix="linear-road-") as tmp:
+        workdir = args.run_dir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        run = run_cluster(
+            args.data,
+            tolls,
+            workdir,
+            xways,
+            args.speed,
+            args.ha,
+            args.kill_at,
+            not args.full_tolls,
+            args.until,
+        )
+    if args.product is not None:
+        args.product.write_text("".join(line + "\n" for line in run.lines))
+    late = run.lateness
+    print(
+        f"L={xways} speed {args.speed:g} ha {args.ha}"
+        + (f", {run.killed} killed at {args.kill_at:g} s" if run.killed else "")
+        + f": {len(run.lines):,} answers in {run.wall_s:.1f} s wall; lateness (benchmark s) "
+        f"p50 {quantile(late, 0.5):.2f}, p99 {quantile(late, 0.99):.2f}, "
+        f"max {max(late, default=math.nan):.2f}"
+    )
+    if run.returncode != 0:
+        print(f"cluster up exited {run.returncode}:\n{run.stderr}", file=sys.stderr)
+        return 1
+    expected_lines = args.expected.read_text().splitlines()
+    if args.until is not None:
+        expected_lines = lr.cut_answers(expected_lines, args.until)
+    expected = lr.parse_answers(expected_lines)
+    product = lr.parse_answers(run.lines)
+    problems = lr.report(expected, product, lr.compare(expected, product))
+    print("0 differences" if problems == 0 else f"{problems} differences")
+    return 0 if problems == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
