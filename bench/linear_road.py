@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "examples" / "linear-road"
 XWAY = PROGRAMS / "xway.cql"  # per expressway: types 0, 1, 3 and the charges (XOut)
 BALANCE = PROGRAMS / "balance.cql"  # per car, over every expressway: type 2 (BOut)
+SYNTH_EXPECTED = ROOT / "tests" / "data" / "linear-road" / "synth-expected.txt"  # the validator's, for synth
 INPUTS = ("PosReport", "BalQuery", "ExpQuery", "HistTolls")
 TYPES = {0: "toll notifications", 1: "accident alerts", 2: "account balances", 3: "daily expenditures"}
 KINDS = ("missing", "unexpected", "wrong", "late", "duplicate")

@@ -3,8 +3,14 @@ through real node processes, one operator partition per expressway, each
 protected by Semi-Active Standby; the answers collected at the sinks with
 their arrival times and checked against the validator's (docs/linear-road.md).
 
-    python bench/linear_road_cluster.py DATA.dat --expected OUT [--xways L] [--speed S]
-        [--kill-at SECONDS] [--ha sas|none] [--run-dir DIR] [--full-tolls]
+    semiactive bench linear-road [DATA.dat --expected OUT] [--xways L] [--speed S]
+        [--kill-at SECONDS] [--ha sas|as|none] [--until T] [--run-dir DIR] [--full-tolls]
+
+(``semiactive bench linear-road`` runs this file.) Without DATA it runs the
+seeded synthetic scenario copied onto L expressways, against the
+validator's answers stored in tests/data/linear-road, copied the same way;
+with DATA (the public generator's output) it needs the validator's answers
+for it (``--expected``).
 
 The cluster (``config``): four file sources (PosReport, BalQuery, ExpQuery,
 HistTolls at ts 0), stage ``xway`` running examples/linear-road/xway.cql as
@@ -216,15 +222,24 @@ def run_cluster(
     return ClusterRun(lines, lateness, wall, launcher.returncode, stderr, killed)
 
 
+def synthetic(workdir: Path, xways: int) -> tuple[Path, list[str]]:
+    """The seeded scenario on ``xways`` expressways in ``workdir``, and the
+    validator's answers for it (stored for one expressway, copied)."""
+    one, data = workdir / "synth-1.dat", workdir / f"synth-{xways}.dat"
+    lr.synth(one)
+    lr.replicate(one, xways, data)
+    return data, lr.replicate_answers(lr.SYNTH_EXPECTED.read_text().splitlines(), xways)
+
+
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else math.nan
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("data", type=Path)
-    parser.add_argument("--expected", type=Path, required=True, help="the validator's answers (its out file)")
+    parser = argparse.ArgumentParser(prog="semiactive bench linear-road", description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path, nargs="?", help="default: the synthetic scenario on --xways")
+    parser.add_argument("--expected", type=Path, help="the validator's answers for DATA (its out file)")
     parser.add_argument("--tolls", type=Path, help="the historical tolls (default: DATA.tolls.dat)")
     parser.add_argument(
         "--xways", type=int, help="expressways = partitions (default: as many as the data has)"
@@ -241,21 +256,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", type=Path, help="keep the converted data and the run here")
     parser.add_argument("--product", type=Path, help="also write the answers here, in the validator's format")
     args = parser.parse_args(argv)
-    tolls = args.tolls or Path(f"{args.data}.tolls.dat")
-    xways = args.xways or lr.expressways(args.data)
+    if (args.data is None) != (args.expected is None):
+        parser.error("give DATA and --expected together, or neither (the synthetic scenario)")
+    for given in (args.data, args.expected, args.tolls):
+        if given is not None and not given.is_file():
+            parser.error(f"{given}: no such file")
+    if args.xways is not None and not 1 <= args.xways <= 64:
+        parser.error("--xways must be 1..64 (one partition per expressway)")
     with tempfile.TemporaryDirectory(prefix="linear-road-") as tmp:
         workdir = args.run_dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
+        if args.data is None:
+            xways = args.xways or 1
+            data, expected_lines = synthetic(workdir, xways)
+        else:
+            data, expected_lines = args.data, args.expected.read_text().splitlines()
+            xways = args.xways or lr.expressways(data)
+        tolls = args.tolls or Path(f"{data}.tolls.dat")
+        print(
+            f"Linear Road, L={xways}: {data.name} replayed at {args.speed:g}x on a cluster", file=sys.stderr
+        )
         run = run_cluster(
-            args.data,
-            tolls,
-            workdir,
-            xways,
-            args.speed,
-            args.ha,
-            args.kill_at,
-            not args.full_tolls,
-            args.until,
+            data, tolls, workdir, xways, args.speed, args.ha, args.kill_at, not args.full_tolls, args.until
         )
     if args.product is not None:
         args.product.write_text("".join(line + "\n" for line in run.lines))
@@ -270,13 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     if run.returncode != 0:
         print(f"cluster up exited {run.returncode}:\n{run.stderr}", file=sys.stderr)
         return 1
-    expected_lines = args.expected.read_text().splitlines()
     if args.until is not None:
         expected_lines = lr.cut_answers(expected_lines, args.until)
     expected = lr.parse_answers(expected_lines)
     product = lr.parse_answers(run.lines)
     problems = lr.report(expected, product, lr.compare(expected, product))
-    print("0 differences" if problems == 0 else f"{problems} differences")
+    print("0 differences: passed" if problems == 0 else f"{problems} differences: failed")
     return 0 if problems == 0 else 1
 
 

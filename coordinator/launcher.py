@@ -469,6 +469,8 @@ async def run_cluster(
         params = {"duration_s": duration, "faults": [f.record() for f in planned], "reprotect": reprotect}
         manifest.write_run(run_dir, "cluster", config, params)
     print(f"run directory: {run_dir}", file=sys.stderr)
+    for note in topology_mod.retention_notes(cluster.topology):
+        print(note, file=sys.stderr)
     web = cluster.coordinator
     print(f"live page: http://{web.host}:{web.http_port}/", file=sys.stderr)
     loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ USAGE_ERROR = 2
 COORDINATOR_ENV = "SEMIACTIVE_COORDINATOR"
 DEFAULT_COORDINATOR = "127.0.0.1:7070"
 TLS_DIR_ENV = "SEMIACTIVE_TLS_DIR"
+BENCHMARKS = {"linear-road": "linear_road_cluster.py"}  # semiactive bench NAME -> bench/FILE
 WINDOW_BOUNDS = ("closed", "half-open")  # node/cql/bounds.py; not imported: the CLI starts light
 
 
@@ -333,7 +335,21 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
     demo.add_argument("--run-dir", type=Path)
+    bench = sub.add_parser(
+        "bench", help="a benchmark of the source tree's bench/ (linear-road: on a cluster)"
+    )
+    bench.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
+    bench.add_argument("options", nargs=argparse.REMAINDER, help="its options (NAME --help lists them)")
     return p
+
+
+def _bench(name: str, options: list[str]) -> int:
+    """Runs bench/FILE.py of the source tree this package is in, as a child
+    (benchmarks are scripts beside the packages, not installed with them)."""
+    script = Path(__file__).resolve().parents[1] / "bench" / BENCHMARKS[name]
+    if not script.is_file():
+        raise UserError(f"{script} is missing: benchmarks run from a source checkout")
+    return subprocess.call([sys.executable, str(script), *options])
 
 
 def _tls_dir_option(parser: argparse.ArgumentParser, whose: str = "default $SEMIACTIVE_TLS_DIR") -> None:
@@ -558,6 +574,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from coordinator.demo import run_demo
 
         return run_demo(args.duration, args.run_dir)
+    if args.command == "bench":
+        return _bench(args.name, args.options)
     raise AssertionError(args.command)
 
 

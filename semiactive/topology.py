@@ -27,6 +27,7 @@ from mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
 from node.cql import CqlError, compile_program, parse, plan
 from node.cql import ast as cql_ast
 from node.cql.partitioning import PartitioningError, check_partitioning
+from node.cql.retention import lasting_state
 from node.engine.elements import VALUES, Element
 from node.partitions import InputRouting, PartitionSpec, key_positions
 from node.sources import wire_size
@@ -655,7 +656,31 @@ def describe(topology: Topology) -> str:
             what += f"  (partition {part.index + 1} of {part.count}: {_routing_text(stage)})"
         lines.append(what)
     lines.append(f"  {len(topology.edges)} edges: " + ", ".join(e.id for e in topology.edges))
+    lines += [f"  {note}" for note in retention_notes(topology)]
     return "\n".join(lines)
+
+
+def retention_notes(topology: Topology) -> list[str]:
+    """A note per stage whose state keeps some rows for the whole run
+    (node/cql/retention.py): its producers then retain their whole output,
+    which ``queue_rows`` bounds."""
+    notes = []
+    seen: set[int] = set()
+    for stage in topology.stages.values():
+        program = stage.program
+        if program is None or stage.output is None or id(program) in seen:
+            continue
+        seen.add(id(program))
+        lasting = lasting_state(program, stage.output)
+        if lasting:
+            name = stage.name.rsplit(".p", 1)[0] if stage.partition is not None else stage.name
+            notes.append(
+                f"note: stage {name} keeps rows for the whole run ({'; '.join(lasting)}): its Level-1 cut "
+                "stops at the first of them, so its producers retain all they send it from there on, up to "
+                f"queue_rows ({topology.config.queue_rows}) rows each, and then wait (docs/ha.md, "
+                '"Retention")'
+            )
+    return notes
 
 
 def _routing_text(stage: Stage) -> str:
