@@ -61,4 +61,6 @@ def test_cluster_check_names_the_stage(tmp_path: Path) -> None:
 
 def test_a_stream_read_as_a_relation_without_a_window_is_unbounded() -> None:
     # STREAM's default window: easy to write without meaning it.
-    assert _lasting("REGISTER QUERY q AS SELECT COUNT(*) AS n FROM s", "q") == ["[Range Unbounded] in query q"]
+    assert _lasting("REGISTER QUERY q AS SELECT COUNT(*) AS n FROM s", "q") == [
+        "[Range Unbounded] in query q"
+    ]
