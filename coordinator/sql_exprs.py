@@ -96,6 +96,8 @@ def has_aggregate(expr: ast.Expr) -> bool:
         return has_aggregate(expr.left) or has_aggregate(expr.right)
     if isinstance(expr, ast.BoolExpr):
         return any(has_aggregate(o) for o in expr.operands)
+    if isinstance(expr, ast.Case):
+        return any(has_aggregate(o) for o in expr.parts)
     return False
 
 
@@ -144,6 +146,8 @@ class Exprs:
             return f"({joined})", "condition"
         if isinstance(e, ast.Call):
             return self.call(e)
+        if isinstance(e, ast.Case):
+            return self.case(e)
         assert isinstance(e, ast.Binary)
         (left, lt), (right, rt) = self.expr(e.left), self.expr(e.right)
         if e.op in _SQL_COMPARE:
@@ -152,6 +156,20 @@ class Exprs:
         if e.op == "%" and result == "float":
             return f"cql_fmod({left}, {right})", result
         return f"({left} {e.op} {right})", result
+
+    def case(self, e: ast.Case) -> tuple[str, Ty]:
+        whens = [(self.expr(c)[0], self.expr(v)) for c, v in zip(e.conditions, e.values, strict=True)]
+        otherwise = None if e.otherwise is None else self.expr(e.otherwise)
+        types = {ty for _, (_, ty) in whens} | ({otherwise[1]} if otherwise else set())
+        result: Ty = "text" if "text" in types else "integer" if types == {"integer"} else "float"
+
+        def value(sql: str, ty: Ty) -> str:
+            return f"CAST({sql} AS REAL)" if result == "float" and ty == "integer" else sql
+
+        text = "".join(f" WHEN {c} THEN {value(*v)}" for c, v in whens)
+        if otherwise is not None:
+            text += f" ELSE {value(*otherwise)}"
+        return f"(CASE{text} END)", result
 
     def call(self, call: ast.Call) -> tuple[str, Ty]:
         name = call.name.lower()

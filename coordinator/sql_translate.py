@@ -381,6 +381,8 @@ def _reads_columns(expr: ast.Expr) -> bool:
         return _reads_columns(expr.left) or _reads_columns(expr.right)
     if isinstance(expr, ast.BoolExpr):
         return any(_reads_columns(o) for o in expr.operands)
+    if isinstance(expr, ast.Case):
+        return any(_reads_columns(o) for o in expr.parts)
     return False
 
 

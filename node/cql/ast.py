@@ -89,6 +89,21 @@ class Call(Expr):
     star: bool = False
 
 
+@dataclass(frozen=True)
+class Case(Expr):
+    """``CASE WHEN c1 THEN v1 [WHEN ...] [ELSE e] END``: the value of the
+    first true condition, else ``otherwise`` (NULL without ELSE)."""
+
+    conditions: tuple[Expr, ...]
+    values: tuple[Expr, ...]
+    otherwise: Expr | None = None
+
+    @property
+    def parts(self) -> tuple[Expr, ...]:
+        """Every sub-expression: the conditions, the values, the ELSE."""
+        return (*self.conditions, *self.values, *(() if self.otherwise is None else (self.otherwise,)))
+
+
 COMPARISONS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
 AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
@@ -269,6 +284,13 @@ def _render(expr: Expr, outer: int) -> str:
     if isinstance(expr, Call):
         args = "*" if expr.star else ", ".join(_render(a, 0) for a in expr.args)
         return f"{expr.name}({args})"
+    if isinstance(expr, Case):
+        whens = "".join(
+            f" WHEN {_render(c, 0)} THEN {_render(v, 0)}"
+            for c, v in zip(expr.conditions, expr.values, strict=True)
+        )
+        otherwise = "" if expr.otherwise is None else f" ELSE {_render(expr.otherwise, 0)}"
+        return f"CASE{whens}{otherwise} END"
     if isinstance(expr, Negate):
         operand = _render(expr.operand, 7)
         if operand.startswith("-"):

@@ -255,6 +255,13 @@ def _expr(expr: plan.Expr, schema: plan.Schema, qualify: bool, outer: int) -> st
         left = _expr(expr.left, schema, qualify, prec + 1 if comparison else prec)
         right = _expr(expr.right, schema, qualify, prec + 1)
         return _wrap(f"{left} {expr.op} {right}", prec, outer)
+    if isinstance(expr, plan.Case):
+        whens = "".join(
+            f" WHEN {_expr(c, schema, qualify, 0)} THEN {_expr(v, schema, qualify, 0)}"
+            for c, v in zip(expr.conditions, expr.values, strict=True)
+        )
+        otherwise = "" if expr.otherwise is None else f" ELSE {_expr(expr.otherwise, schema, qualify, 0)}"
+        return f"CASE{whens}{otherwise} END"
     return repr(expr)  # pragma: no cover - unknown expression types
 
 

@@ -108,6 +108,8 @@ def contains_aggregate(expr: ast.Expr) -> bool:
         return contains_aggregate(expr.left) or contains_aggregate(expr.right)
     if isinstance(expr, ast.BoolExpr):
         return any(contains_aggregate(o) for o in expr.operands)
+    if isinstance(expr, ast.Case):
+        return any(contains_aggregate(o) for o in expr.parts)
     return False
 
 
@@ -149,6 +151,8 @@ class ExprBinder:
             for node, bound in zip(expr.operands, operands, strict=True):
                 self._need_boolean(bound, expr.op, node)
             return plan.BoolOp(plan.BOOLEAN, expr.op, operands)
+        if isinstance(expr, ast.Case):
+            return self._case(expr)
         assert isinstance(expr, ast.Binary)
         left, right = self.bind(expr.left), self.bind(expr.right)
         if expr.op in ast.COMPARISONS:
@@ -180,6 +184,35 @@ class ExprBinder:
         if isinstance(operand, plan.Literal) and not isinstance(operand.value, str):
             return plan.Literal(operand.type, -operand.value)
         return plan.Negate(operand.type, operand)
+
+    def _case(self, expr: ast.Case) -> plan.Expr:
+        conditions = tuple(self.bind(c) for c in expr.conditions)
+        for node, bound in zip(expr.conditions, conditions, strict=True):
+            self._need_boolean(bound, "WHEN", node)
+        given = [*expr.values, *(() if expr.otherwise is None else (expr.otherwise,))]
+        bound_values = [self.bind(v) for v in given]
+        for node, bound in zip(given, bound_values, strict=True):
+            if bound.type == plan.BOOLEAN:
+                raise self.error(
+                    f"type mismatch: a CASE value cannot be a condition ({ast.render(node)})",
+                    node.line,
+                    node.column,
+                )
+        types = [v.type for v in bound_values]
+        if all(t.is_numeric for t in types):
+            result = plan.INTEGER if all(t.name is plan.TypeName.INTEGER for t in types) else plan.FLOAT
+        elif all(t.is_text for t in types):
+            result = plan.char(max(t.length for t in types))
+        else:
+            shown = ", ".join(str(t) for t in dict.fromkeys(types))
+            raise self.error(
+                f"type mismatch: CASE values must all be numbers or all be text, got {shown}",
+                expr.line,
+                expr.column,
+            )
+        otherwise = bound_values[len(expr.values)] if expr.otherwise is not None else None
+        nullable = otherwise is None or any(plan.can_be_null(v) for v in bound_values)
+        return plan.Case(result, conditions, tuple(bound_values[: len(expr.values)]), otherwise, nullable)
 
     def _need_boolean(self, bound: plan.Expr, op: str, where: ast.Expr) -> None:
         if bound.type != plan.BOOLEAN:

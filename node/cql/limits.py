@@ -89,6 +89,9 @@ def _children(node: ast.Node) -> Iterator[tuple[ast.Node, int, int]]:
     elif isinstance(node, ast.BoolExpr):
         for operand in node.operands:
             yield operand, 1, 1
+    elif isinstance(node, ast.Case):
+        for part in node.parts:
+            yield part, 1, 1
     elif isinstance(node, ast.Call):
         for arg in node.args:
             yield arg, 1, 1

@@ -452,6 +452,15 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
             raise self._error(f"{name.upper()} takes exactly one argument, got {len(args)}", name_token)
         return ast.Call(name, tuple(args), star, **_pos(meta))
 
+    def case_when(self, meta: Any, children: list[Any]) -> tuple[ast.Expr, ast.Expr]:
+        return children[0], children[1]
+
+    def case_expr(self, meta: Any, children: list[Any]) -> ast.Case:
+        *whens, otherwise = children
+        conditions = tuple(c for c, _ in whens)
+        values = tuple(v for _, v in whens)
+        return ast.Case(conditions, values, otherwise, **_pos(meta))
+
     def call_args(self, meta: Any, children: list[Any]) -> tuple[bool, list[ast.Expr]]:
         if len(children) == 1 and isinstance(children[0], Token) and children[0].type == "STAR":
             return True, []

@@ -140,13 +140,25 @@ class Negate(Expr):
     nullable: bool = False
 
 
+@dataclass(frozen=True)
+class Case(Expr):
+    """``CASE WHEN ... THEN ... [ELSE ...] END``: ``values[i]`` for the first
+    true ``conditions[i]``, else ``otherwise``; NULL without ELSE, hence
+    ``nullable`` (also when a value can be NULL)."""
+
+    conditions: tuple[Expr, ...]
+    values: tuple[Expr, ...]
+    otherwise: Expr | None = None
+    nullable: bool = False
+
+
 def can_be_null(expr: Expr) -> bool:
     """Whether ``expr`` can evaluate to NULL: it divides (``/``, ``%``) or
     reads a nullable column somewhere in its arithmetic."""
     todo = [expr]
     while todo:
         node = todo.pop()
-        if isinstance(node, ColRef | Arith | Negate) and node.nullable:
+        if isinstance(node, ColRef | Arith | Negate | Case) and node.nullable:
             return True
         if isinstance(node, Arith):
             todo += (node.left, node.right)

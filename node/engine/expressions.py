@@ -100,7 +100,12 @@ def _ncmp(op: str) -> Callable[[Any, Any], bool]:
     return compare
 
 
+def _nfloat(a: int | None) -> float | None:
+    return None if a is None else float(a)
+
+
 RUNTIME: dict[str, Any] = {
+    "_nfloat": _nfloat,
     "_idiv": _idiv,
     "_imod": _imod,
     "_fdiv": _fdiv,
@@ -130,7 +135,7 @@ def may_be_null(expr: plan.Expr) -> bool:
     todo = [expr]
     while todo:
         node = todo.pop()
-        if isinstance(node, plan.ColRef | plan.Arith | plan.Negate) and node.nullable:
+        if isinstance(node, plan.ColRef | plan.Arith | plan.Negate | plan.Case) and node.nullable:
             return True
         if isinstance(node, plan.Arith | plan.Negate):
             todo.extend(_operands(node))
@@ -198,7 +203,25 @@ def _source(expr: plan.Expr, var: str, offset: int) -> tuple[str, int]:
         return "(" + joiner.join(source(o, var, offset) for o in expr.operands) + ")", _ATOM
     if isinstance(expr, plan.Not):
         return f"(not {source(expr.operand, var, offset)})", _ATOM
+    if isinstance(expr, plan.Case):
+        return _case(expr, var, offset), _ATOM
     raise TypeError(f"cannot compile expression {expr!r}")
+
+
+def _case(expr: plan.Case, var: str, offset: int) -> str:
+    """Nested conditional expressions; an integer value of a float CASE is
+    made a float, so the column's values have one type."""
+
+    def value(v: plan.Expr) -> str:
+        text = source(v, var, offset)
+        if expr.type == plan.FLOAT and v.type.name is plan.TypeName.INTEGER:
+            return f"_nfloat({text})" if may_be_null(v) else f"float({text})"
+        return text
+
+    text = "None" if expr.otherwise is None else value(expr.otherwise)
+    for condition, v in reversed(list(zip(expr.conditions, expr.values, strict=True))):
+        text = f"({value(v)} if {source(condition, var, offset)} else {text})"
+    return text
 
 
 def _arith(expr: plan.Arith, var: str, offset: int) -> tuple[str, int]:

@@ -782,3 +782,31 @@ def test_error_in_a_forward_reference_is_found() -> None:
     )
     assert "unknown column 'nope'" in error.message
     assert (error.line - HEADER_LINES, error.column) == (1, 25)
+
+
+def test_case_types_and_nullability() -> None:
+    node = compile_one(
+        "REGISTER QUERY q AS SELECT CASE WHEN b > 1 THEN 'dear' ELSE 'cheap' END AS a, "
+        "CASE WHEN b > 1 THEN b ELSE 0 END AS b, CASE WHEN b > 1 THEN 1 END AS c FROM s"
+    )
+    a, b, c = node.schema.columns
+    assert (str(a.type), a.nullable) == ("char(5)", False)
+    assert (str(b.type), b.nullable) == ("float", False)
+    assert (str(c.type), c.nullable) == ("integer", True)  # no ELSE: NULL when nothing matches
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("SELECT CASE WHEN b THEN 1 END FROM s", "type mismatch: WHEN needs conditions"),
+        ("SELECT CASE WHEN b > 1 THEN 1 ELSE 'x' END FROM s", "CASE values must all be numbers or"),
+        ("SELECT CASE WHEN b > 1 THEN b > 2 END FROM s", "a CASE value cannot be a condition"),
+        ("SELECT CASE b WHEN 1 THEN 2 END FROM s", "unexpected"),
+        ("SELECT CASE ELSE 1 END FROM s", "unexpected"),
+        ("SELECT b AS end FROM s", "unexpected"),
+    ],
+)
+def test_case_errors_are_located(query: str, message: str) -> None:
+    error = error_of(query)
+    assert message in error.message
+    assert error.line == HEADER_LINES + 1

@@ -107,6 +107,15 @@ CASES: list[tuple[str, str, dict[str, Rows], int, list[tuple[Any, ...]]]] = [
         [(1, 2, 2, None, 7.5), (2, 1, 0, None, 4.5)],
     ),
     (
+        "case",
+        S + "SELECT CASE WHEN v > 6 THEN 'hi' WHEN v > 4 THEN 'mid' ELSE 'lo' END AS level, "
+        "CASE WHEN k = 1 THEN v * 0.5 ELSE v END AS half, CASE WHEN v = 3 THEN 10 / (k - 1) END AS z, "
+        "CASE WHEN v < 5 THEN -v ELSE v END + 1 AS adj FROM S WHERE CASE WHEN k = 2 THEN v ELSE 0 END < 7",
+        {"S": SV},
+        6,
+        [(1, "mid", 2.5, None, 6), (2, "lo", 1.5, None, -2), (4, "lo", 1.0, None, 0)],
+    ),
+    (
         "join",
         ST + "ISTREAM(SELECT S.k, v, w FROM S [Range 1], T [Now] WHERE S.k = T.k AND v > w)",
         {"S": SV, "T": [(2, 1, 4.0), (2, 2, 0.5), (4, 2, 0.5)]},
@@ -347,9 +356,18 @@ def relations(draw: st.DrawFn) -> list[tuple[Any, ...]]:
 @st.composite
 def numeric(draw: st.DrawFn, cols: Cols, depth: int = 0) -> tuple[str, str]:
     """A numeric expression and its type, 'i' or 'f'."""
-    choice = draw(st.integers(0, 6 if depth < 2 else 1))
+    choice = draw(st.integers(0, 7 if depth < 2 else 1))
     if choice == 0:
         return draw(st.sampled_from([(c, t) for c, t in cols if t in "if"]))
+    if choice == 7:
+        whens = [
+            (draw(condition(cols, 1)), draw(numeric(cols, depth + 1))) for _ in range(draw(st.integers(1, 2)))
+        ]
+        otherwise = draw(st.one_of(st.none(), numeric(cols, depth + 1)))
+        text = "".join(f" WHEN {c} THEN {v}" for c, (v, _) in whens)
+        text += "" if otherwise is None else f" ELSE {otherwise[0]}"
+        types = {t for _, (_, t) in whens} | ({otherwise[1]} if otherwise else set())
+        return f"CASE{text} END", "i" if types == {"i"} else "f"
     if choice == 1:
         return draw(st.sampled_from([("0", "i"), ("1", "i"), ("3", "i"), ("1.5", "f"), ("0.5", "f")]))
     if choice == 2:
