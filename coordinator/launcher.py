@@ -100,6 +100,7 @@ class Process:
     expected_exit: bool = False  # the launcher caused (or asked for) its exit
     frozen_by_launcher: bool = False
     restarts: int = 0
+    abandoned: bool = False  # dead and not to be restarted (its programs changed)
     events: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -125,6 +126,7 @@ class Cluster:
         self.config_path = config_path
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
+        self.programs = topology_mod.programs_fingerprint(self.topology)
         self.check_files()
         self.run_dir = run_dir
         self.processes: dict[str, Process] = {}
@@ -249,14 +251,34 @@ class Cluster:
         them; nodes only when re-protection is on)."""
         now = time.monotonic()
         for p in self.processes.values():
-            if p.alive or p.popen is None or p.role in ("source", "sink"):
+            if p.alive or p.popen is None or p.abandoned or p.role in ("source", "sink"):
                 continue
             if p.role != COORDINATOR and not self.reprotect:
                 continue
             died = self.died_at.setdefault(p.name, now)
             if now - died >= RESTART_DELAY_S:
                 del self.died_at[p.name]
+                changed = self.programs_changed()
+                if changed is not None:
+                    # A replica compiled from other files would diverge
+                    # from its stage's other replica: better one spare less.
+                    p.abandoned = True
+                    self.events.emit("not_restarted", target=p.name, reason=changed)
+                    print(f"{p.name} not restarted: {changed}", file=sys.stderr)
+                    continue
                 self.restart_as_spare(p)
+
+    def programs_changed(self) -> str | None:
+        """Why a process started now would not run the programs this run
+        started with (the config or a query file changed, or no longer
+        loads); None if it would."""
+        try:
+            now = topology_mod.programs_fingerprint(topology_mod.resolve(config_mod.load(self.config_path)))
+        except (OSError, config_mod.ConfigError) as exc:
+            return f"the config no longer loads ({exc})"
+        if now != self.programs:
+            return "the config or a query file changed since the run started"
+        return None
 
     def write_cluster_json(self) -> None:
         doc = {

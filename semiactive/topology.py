@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -658,6 +659,19 @@ def describe(topology: Topology) -> str:
     lines.append(f"  {len(topology.edges)} edges: " + ", ".join(e.id for e in topology.edges))
     lines += [f"  {note}" for note in retention_notes(topology)]
     return "\n".join(lines)
+
+
+def programs_fingerprint(topology: Topology) -> str:
+    """A digest of every stage's program (text, output, partitioning,
+    window bounds): two processes that compute different digests would run
+    different programs as replicas of one stage."""
+    parts: list[str] = [topology.config.window_bounds]
+    for stage in topology.stages.values():
+        if stage.role == "stage":
+            partition = None if stage.partition is None else (stage.partition.index, stage.partition.count)
+            mqo = None if stage.mqo is None else repr(stage.mqo)
+            parts.append(repr((stage.name, stage.query_text, stage.output, partition, mqo)))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def retention_notes(topology: Topology) -> list[str]:

@@ -142,3 +142,40 @@ def test_sigkill_of_the_launcher_itself_ends_the_run_cleanly(tmp_path: Path) -> 
     _assert_exact(config_path, run_dir, "")
     logs = (run_dir / "logs" / "sink.log").read_text()
     assert "the launcher" in logs and "is gone: draining" in logs
+
+
+def test_a_node_is_not_restarted_with_a_program_changed_since_the_run_started(tmp_path: Path) -> None:
+    """stage-2 reads its query from a file that is edited during the run;
+    its primary is then killed. A node restarted now would compile the new
+    text and diverge from the stage's other replica, so the launcher does
+    not restart it (event not_restarted), and the run stays exact."""
+    config_path = protected_chain(tmp_path, AGGREGATE)
+    doc = yaml.safe_load(config_path.read_text())
+    stage = next(s for s in doc["stages"] if s["name"] == "stage-2")
+    query_file = tmp_path / "s2.cql"
+    query_file.write_text(stage.pop("query"))
+    stage["query_file"] = query_file.name
+    config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    run_dir = tmp_path / "run"
+    launcher = start_launcher(config_path, run_dir, duration=8)
+    try:
+        started = run_dir / "cluster.json"
+        deadline = time.monotonic() + 60
+        while not (started.exists() and json.loads(started.read_text()).get("t0_unix")):
+            assert time.monotonic() < deadline, "the cluster never started"
+            time.sleep(0.1)
+        original = query_file.read_text()  # every node has compiled it by now
+        query_file.write_text(original.replace("[Rows 100 Slide 10]", "[Rows 50 Slide 10]"))
+        nemesis = semiactive("nemesis", str(run_dir), "--kill", "node-2@3", timeout=60)
+        assert nemesis.returncode == 0, nemesis.stderr
+    finally:
+        result = finish(launcher, run_dir)
+    assert result.returncode == 0, result.stderr
+    query_file.write_text(original)  # the reference is computed from the files as they are
+    _assert_exact(config_path, run_dir, result.stderr)
+    refused = [e for e in events(run_dir) if e["event"] == "not_restarted"]
+    assert [(e["target"], e["reason"]) for e in refused] == [
+        ("node-2", "the config or a query file changed since the run started")
+    ]
+    assert "node-2 not restarted" in result.stderr
+    assert not [e for e in events(run_dir) if e["event"] == "restarted" and e["target"] == "node-2"]
