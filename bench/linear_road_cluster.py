@@ -93,6 +93,11 @@ def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) ->
     return {
         "name": "linear-road",
         "heartbeat_ms": 250,
+        # 2 s, not the default 2 heartbeats: on 2 shared cores a partition
+        # busy with a large batch answers heartbeats late, and a false
+        # takeover of a stage whose state spans the whole run costs a
+        # rebuild from the run's first row (docs/linear-road.md).
+        "failure_timeout_ms": 2000,
         "ack_interval_ms": 250,
         "linger_ms": 5,
         # The program's state is unbounded (balances, a car's previous

@@ -57,15 +57,20 @@ class StageReplica:
         mode: Mode,
         consumer_batch: Mapping[str, int],
         capacity: int = 1_000_000,
+        run_rows: int | None = None,
     ) -> None:
         """``consumer_batch``: per output edge id, the batch size B its
-        consumer's HA mode asks for."""
+        consumer's HA mode asks for. ``run_rows``: at most about that many
+        input rows per :meth:`run` (whole instants; :attr:`more` says when
+        rows were left), so that a node can answer heartbeats between runs;
+        None takes everything ready."""
         assert (stage.program is not None or stage.mqo is not None) and stage.output is not None
         self.node = node
         self.stage = stage
         self.mode = mode
         self.consumer_batch = dict(consumer_batch)
         self.capacity = capacity
+        self.run_rows = run_rows
         self.warmup: ResyncPoint | None = None
         self.resyncs = 0
         self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
@@ -133,7 +138,7 @@ class StageReplica:
         count = 0
         point = self.warmup
         if point is not None:
-            rows, watermark = self.inputs.take(point.position)
+            rows, watermark = self.inputs.take(point.position, self.run_rows)
             count = sum(len(r) for r in rows.values())
             reached = self.inputs.position >= point.position
             target = point.time if reached else min(watermark, point.time)
@@ -142,7 +147,7 @@ class StageReplica:
             if not reached:
                 return count
             self._finish_warmup()
-        rows, watermark = self.inputs.take()
+        rows, watermark = self.inputs.take(max_rows=self.run_rows)
         count += sum(len(r) for r in rows.values())
         if rows or watermark > self.operator.time:
             out = self.operator.run(rows, watermark)
@@ -172,6 +177,11 @@ class StageReplica:
         self.snapshots.record(
             Snapshot(position, self.log.head, cut, self.operator.engine.counters(), self.operator.time)
         )
+
+    @property
+    def more(self) -> bool:
+        """The last run left rows it could have processed."""
+        return self.inputs.more
 
     @property
     def warming_up(self) -> bool:

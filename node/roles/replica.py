@@ -50,6 +50,13 @@ log = logging.getLogger(__name__)
 ACK_SPACING_S = 0.01  # event-driven Level-1 acks are at least this far apart
 
 
+# Input rows per operator run (whole instants): a long backlog (a warm-up
+# from a cut far back, a catch-up) is processed in runs of a fraction of a
+# second, between which the node answers heartbeats and acknowledgements.
+# One run over a whole backlog blocks the node for as long as it takes.
+RUN_ROWS = 4096
+
+
 class ReplicaRole:
     def __init__(
         self,
@@ -82,7 +89,12 @@ class ReplicaRole:
         self.metrics = metrics
         self.events = events
         self.replica = StageReplica(
-            node, stage, mode, consumer_batch_sizes(topology, stage), capacity=cfg.queue_rows
+            node,
+            stage,
+            mode,
+            consumer_batch_sizes(topology, stage),
+            capacity=cfg.queue_rows,
+            run_rows=RUN_ROWS,
         )
         self.outbound = Outbound(
             node,
@@ -272,6 +284,8 @@ class ReplicaRole:
             head = replica.log.head
             watermark = replica.log.watermark
             replica.run()
+            if replica.more:
+                self.wake.set()  # the rest after the event loop had its turn
             if self.connections and replica.mode is Mode.PRIMARY and not replica.warming_up:
                 self._disconnect_idle()
             self.input_room.set()

@@ -160,6 +160,7 @@ class InputSection:
         # Multi-edge stages: (position, edge index, seq) of every handed row
         # still needed for translating positions; trimmed by forget_before().
         self._positions: deque[tuple[int, int, int]] = deque()
+        self.more = False  # the last take() left ready rows (cut short by max_rows)
 
     @property
     def end_of_stream(self) -> bool:
@@ -177,14 +178,30 @@ class InputSection:
     def backlog(self) -> int:
         return sum(len(e.pending) for e in self.edges)
 
-    def take(self, max_position: int | None = None) -> tuple[dict[str, list[Element]], int]:
+    def take(
+        self, max_position: int | None = None, max_rows: int | None = None
+    ) -> tuple[dict[str, list[Element]], int]:
         """Rows ready for the operator section, per stream, and the watermark
-        to advance to. ``max_position`` stops at that position (a warm-up)."""
+        to advance to. ``max_position`` stops at that position (a warm-up).
+        ``max_rows`` ends the batch at the first instant boundary after that
+        many rows (an instant's rows are never split) and lowers the
+        watermark to that instant, so that one operator run stays short;
+        :attr:`more` then says that ready rows were left."""
+        self.more = False
         watermark = self.watermark()
         if len(self.edges) == 1 and not self.exact:
             edge = self.edges[0]
-            rows = list(edge.pending)
-            edge.pending.clear()
+            pending = edge.pending
+            if max_rows is None or len(pending) <= max_rows:
+                rows = list(pending)
+                pending.clear()
+            else:
+                rows = [pending.popleft() for _ in range(max_rows)]
+                while pending and pending[0][0] == rows[-1][0]:
+                    rows.append(pending.popleft())
+                if pending:
+                    self.more = True
+                    watermark = min(watermark, rows[-1][0])
             if rows:
                 self.position = edge.handed = rows[-1][1]
                 if edge.drops_elided:
@@ -195,44 +212,66 @@ class InputSection:
             limit = FOREVER if max_position is None else max_position
             part: list[Element] = []
             pending = edge.pending
-            if pending and pending[-1][0] <= watermark and pending[-1][1] <= limit:
+            if (
+                pending
+                and pending[-1][0] <= watermark
+                and pending[-1][1] <= limit
+                and (max_rows is None or len(pending) <= max_rows)
+            ):
                 # The usual case: everything queued is complete.
                 part = list(pending)
                 pending.clear()
             while pending and pending[0][0] <= watermark and pending[0][1] <= limit:
+                if max_rows is not None and len(part) >= max_rows and pending[0][0] > part[-1][0]:
+                    self.more = True
+                    watermark = part[-1][0]
+                    break
                 part.append(pending.popleft())
             if part:
                 self.position = edge.handed = part[-1][1]
                 if edge.drops_elided:
                     part = _own(part)
             return ({edge.stream: part} if part else {}), watermark
-        return self._merge(watermark, max_position), watermark
+        return self._merge(watermark, max_position, max_rows)
 
-    def _merge(self, watermark: int, max_position: int | None) -> dict[str, list[Element]]:
-        runs = []
-        for e in self.edges:
-            run: list[tuple[int, int, int, Element]] = []
-            for row in e.pending:
-                if row[0] > watermark:
-                    break
-                run.append((row[0], e.index, row[1], row))
-            runs.append(run)
+    def _merge(
+        self, watermark: int, max_position: int | None, max_rows: int | None
+    ) -> tuple[dict[str, list[Element]], int]:
+        """The edges' rows merged by (ts, edge index, seq) up to ``watermark``,
+        numbered by stage position; a k-way merge over the queues' heads, so
+        a batch cut short costs only what it takes."""
+        heads = [(e.pending[0][0], e.index, e.pending[0][1], e) for e in self.edges if e.pending]
+        heads = [h for h in heads if h[0] <= watermark]
+        heapq.heapify(heads)
         out: dict[str, list[Element]] = {}
-        by_index = {e.index: e for e in self.edges}
         pos = self.position
-        for _, index, seq, row in heapq.merge(*runs):
+        taken = 0
+        last_ts = None
+        while heads:
+            ts, index, seq, edge = heads[0]
             if max_position is not None and pos >= max_position:
                 break
+            if max_rows is not None and taken >= max_rows and ts != last_ts:
+                self.more = True
+                assert last_ts is not None
+                watermark = last_ts
+                break
+            row = edge.pending.popleft()
+            if edge.pending and edge.pending[0][0] <= watermark:
+                nxt = edge.pending[0]
+                heapq.heapreplace(heads, (nxt[0], index, nxt[1], edge))
+            else:
+                heapq.heappop(heads)
             pos += 1
-            edge = by_index[index]
-            edge.pending.popleft()
+            taken += 1
+            last_ts = ts
             edge.handed = seq
             self._positions.append((pos, index, seq))
             if edge.drops_elided and row[VALUES] is ELIDED:
                 continue
             out.setdefault(edge.stream, []).append((row[0], pos, *row[2:]))
         self.position = pos
-        return out
+        return out, watermark
 
     # -- positions <-> edge seqs (Level-1) -------------------------------------
 
