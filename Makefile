@@ -59,7 +59,7 @@ chromium:
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver; }
 
 test: lint iperf3 prometheus java chromium
-	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider
+	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15
 	@$(MAKE) --no-print-directory deploy-check
 
 # The deployment test where podman can run containers (the probe installs

@@ -55,6 +55,7 @@ SCHEMAS = {
     "HistTolls": {"car": "integer", "day": "integer", "xway": "integer", "toll": "integer"},
 }  # fmt: skip
 SINKS = {"answers": "XOut", "balances": "BOut"}
+PROGRESS_S = 30.0  # a progress line this often
 
 
 def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) -> dict[str, Any]:
@@ -117,7 +118,7 @@ class ClusterRun:
     lateness: list[float]  # per answer: arrival minus due, benchmark seconds
     wall_s: float
     returncode: int
-    stderr: str
+    output: str  # what cluster up (and the nemesis) printed
     killed: str | None
 
 
@@ -182,49 +183,64 @@ def run_cluster(
         raise SystemExit(f"the cluster config is refused:\n{check.stderr}")
     run_dir = workdir / "run"
     duration = last / speed + 2
-    command = [
-        sys.executable,
-        "-m",
-        "semiactive",
-        "cluster",
-        "up",
-        str(path),
-        "--duration",
-        f"{duration:.1f}",
-    ]
-    command += ["--run-dir", str(run_dir), "--quiet"]
+    up = ["cluster", "up", str(path), "--duration", f"{duration:.1f}", "--run-dir", str(run_dir), "--quiet"]
     start = time.perf_counter()
-    launcher = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    killed = None
-    try:
+    with (workdir / "launcher.log").open("w+") as log:
+        # A file, not a pipe: nobody reads a pipe during a 3-hour run.
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "semiactive", *up], cwd=ROOT, stdout=log, stderr=log
+        )
+        nemesis = None
         if kill_at is not None:
-            killed = "x0"
-            nemesis = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "semiactive",
-                    "nemesis",
-                    str(run_dir),
-                    "--kill",
-                    f"{killed}@{kill_at}",
-                ],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=duration + 120,
+            kill = ["nemesis", str(run_dir), "--kill", f"x0@{kill_at}"]
+            nemesis = subprocess.Popen(
+                [sys.executable, "-m", "semiactive", *kill], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
             )
-            if nemesis.returncode != 0:
-                launcher.kill()
-                raise SystemExit(f"nemesis failed:\n{nemesis.stderr}")
-        _, stderr = launcher.communicate(timeout=duration + 600)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.communicate()
+        try:
+            while launcher.poll() is None:
+                if time.perf_counter() - start > duration + 600:
+                    raise SystemExit(
+                        f"the run did not end 10 minutes after its {duration:.0f} s (see {log.name})"
+                    )
+                try:
+                    launcher.wait(timeout=PROGRESS_S)
+                except subprocess.TimeoutExpired:
+                    print(progress(run_dir, speed, duration), file=sys.stderr)
+            if nemesis is not None and nemesis.wait(timeout=60) != 0:
+                raise SystemExit(f"nemesis failed (see {log.name})")
+        finally:
+            for child in (launcher, nemesis):
+                if child is not None and child.poll() is None:
+                    child.kill()
+                    child.wait()
+        log.seek(0)
+        output = log.read()
     wall = time.perf_counter() - start
     lines, lateness = collect(run_dir, speed)
-    return ClusterRun(lines, lateness, wall, launcher.returncode, stderr, killed)
+    return ClusterRun(
+        lines, lateness, wall, launcher.returncode, output, "x0" if kill_at is not None else None
+    )
+
+
+def progress(run_dir: Path, speed: float, duration: float) -> str:
+    """One line on a running replay: how far, how many answers, how far the
+    newest answer lags behind the replay (benchmark seconds)."""
+    try:
+        t0 = float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"] or 0)
+    except (OSError, ValueError, KeyError):
+        return "starting the cluster"
+    elapsed = time.time() - t0
+    answers, newest = 0, None
+    sink = run_dir / "sink" / "answers.jsonl"
+    if sink.exists():
+        with sink.open("rb") as rows:
+            rows.seek(max(0, rows.seek(0, 2) - 4096))
+            tail = rows.read().decode(errors="replace").splitlines()[1:]
+        if tail:
+            last = json.loads(tail[-1])
+            answers, newest = last["seq"], last["ts"] / 1000
+    lag = "" if newest is None else f", newest answer {elapsed * speed - newest:.1f} s behind the replay"
+    return f"{elapsed:.0f} of {duration:.0f} s, {answers:,} rows at the answers sink{lag}"
 
 
 def synthetic(workdir: Path, xways: int) -> tuple[Path, list[str]]:
@@ -295,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         f"max {max(late, default=math.nan):.2f}"
     )
     if run.returncode != 0:
-        print(f"cluster up exited {run.returncode}:\n{run.stderr}", file=sys.stderr)
+        print(f"cluster up exited {run.returncode}:\n{run.output}", file=sys.stderr)
         return 1
     if args.until is not None:
         expected_lines = lr.cut_answers(expected_lines, args.until)

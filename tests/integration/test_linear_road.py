@@ -109,7 +109,7 @@ def test_on_a_cluster_partitioned_by_expressway_with_a_partition_primary_killed(
     run = runner.run_cluster(
         tmp_path / "two.dat", tmp_path / "two.dat.tolls.dat", tmp_path, 2, speed, kill_at=15, until=600
     )
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 0, run.output
     takeovers = [
         line for path in (tmp_path / "run" / "telemetry").glob("events-*.jsonl")
         for line in path.read_text().splitlines() if '"takeover"' in line
