@@ -28,7 +28,7 @@ GRPC_OPTIONS: list[tuple[str, object]] = [
     ("grpc.http2.max_pings_without_data", 0),
     # Servers accept the clients' keepalive pings (the default policy
     # answers a ping every 10 s with GOAWAY "too_many_pings").
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     # A channel to a node that died retries at most every 250 ms: with the
     # default exponential backoff (1 s, 1.6 s, 2.6 s, ...) its replacement
     # looked unreachable for seconds after it was listening, and a stage
