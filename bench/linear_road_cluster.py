@@ -94,8 +94,8 @@ def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) ->
     return {
         "name": "linear-road",
         "heartbeat_ms": 250,
-        # 2 s, not the default 2 heartbeats: on 2 shared cores a partition
-        # busy with a large batch answers heartbeats late, and a false
+        # 2 s, not the default 2 heartbeats: with 16 processes on 2 cores a
+        # heartbeat can be answered half a second late, and a false
         # takeover of a stage whose state spans the whole run costs a
         # rebuild from the run's first row (docs/linear-road.md).
         "failure_timeout_ms": 2000,
