@@ -283,9 +283,15 @@ class ReplicaRole:
                 await self.outbound.wait_room()
             head = replica.log.head
             watermark = replica.log.watermark
+            started = clock.monotonic()
             replica.run()
             if replica.more:
                 self.wake.set()  # the rest after the event loop had its turn
+                if replica.mode is Mode.SECONDARY and replica.warming_up:
+                    # Rebuilding a secondary is off the live path: at most
+                    # half of a core, the rest for the primaries that share
+                    # the machine (a full-speed rebuild made them late).
+                    await asyncio.sleep(clock.monotonic() - started)
             if self.connections and replica.mode is Mode.PRIMARY and not replica.warming_up:
                 self._disconnect_idle()
             self.input_room.set()
