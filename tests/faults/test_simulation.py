@@ -8,7 +8,7 @@ Each run must deliver exactly the reference output, without a hang, an
 error exit, an exception in a gRPC handler, or a loss event.
 
 ``SEMIACTIVE_SIM_SEEDS`` sets how many seeds the campaign runs (default
-240 in two processes, about 50 s on a 2-core VM); ``semiactive simulate --seeds 5000`` runs
+160 in two processes, about 30 s on a 2-core VM); ``semiactive simulate --seeds 5000`` runs
 a long one. A failure prints the command that replays it exactly.
 """
 
@@ -31,7 +31,7 @@ from semiactive.topology import Topology, resolve
 
 CONFIG = "examples/sim-chain.yaml"
 PARTITIONED = "examples/sim-partitioned.yaml"
-SEEDS = int(os.environ.get("SEMIACTIVE_SIM_SEEDS", "240"))
+SEEDS = int(os.environ.get("SEMIACTIVE_SIM_SEEDS", "160"))
 PARTITIONED_SEEDS = max(1, SEEDS // 10)
 WORKERS = 2  # the CI machine's cores; nothing else runs meanwhile
 FAULTS = 3

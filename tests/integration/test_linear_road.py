@@ -95,7 +95,7 @@ def _cluster_bench() -> ModuleType:
 
 
 def test_on_a_cluster_partitioned_by_expressway_with_a_partition_primary_killed(tmp_path: Path) -> None:
-    """The scenario copied onto 2 expressways, its first 600 s replayed at 20x
+    """The scenario copied onto 2 expressways, its first 480 s replayed at 24x
     through a cluster (xway.cql as 2 SAS-protected partitions, balance.cql
     unpartitioned), partition 0's primary SIGKILLed from outside halfway:
     every answer is the validator's, none lost or repeated. The benchmark's
@@ -104,10 +104,10 @@ def test_on_a_cluster_partitioned_by_expressway_with_a_partition_primary_killed(
     bench, runner = _bench(), _cluster_bench()
     bench.synth(tmp_path / "one.dat")
     bench.replicate(tmp_path / "one.dat", 2, tmp_path / "two.dat")
-    expected_lines = bench.cut_answers(bench.replicate_answers(EXPECTED.read_text().splitlines(), 2), 600)
-    speed = 20.0
+    expected_lines = bench.cut_answers(bench.replicate_answers(EXPECTED.read_text().splitlines(), 2), 480)
+    speed = 24.0
     run = runner.run_cluster(
-        tmp_path / "two.dat", tmp_path / "two.dat.tolls.dat", tmp_path, 2, speed, kill_at=15, until=600
+        tmp_path / "two.dat", tmp_path / "two.dat.tolls.dat", tmp_path, 2, speed, kill_at=10, until=480
     )
     assert run.returncode == 0, run.output
     takeovers = [

@@ -394,7 +394,7 @@ def test_error_string_has_file_line_and_column() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "column", "fragment"),
     [
-        ("SELECT a FROM s WHERE", 1, 22, "unexpected end of input; expected one of '(', '-', NOT"),
+        ("SELECT a FROM s WHERE", 1, 22, "unexpected end of input; expected one of '(', '-', CASE, NOT"),
         ("SELECT a s FROM t", 1, 10, "unexpected 's'; expected one of"),
         ("SELECT a FROM s # x", 1, 17, "unexpected character '#'"),
         ("SELECT a FROM s WHERE a = = 1", 1, 27, "unexpected '='"),
