@@ -94,11 +94,13 @@ def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) ->
     return {
         "name": "linear-road",
         "heartbeat_ms": 250,
-        # 2 s, not the default 2 heartbeats: with 16 processes on 2 cores a
-        # heartbeat can be answered half a second late, and a false
-        # takeover of a stage whose state spans the whole run costs a
-        # rebuild from the run's first row (docs/linear-road.md).
-        "failure_timeout_ms": 2000,
+        # 10 s, not the default 2 heartbeats. A killed process is detected
+        # at once all the same (its port refuses connections); the timeout
+        # only bounds how long a frozen one goes unnoticed. With 17
+        # processes on 2 cores, and a rebuild replaying the whole run after
+        # a kill, a busy node answered heartbeats 2-5 s late, and each false
+        # takeover cost one more such rebuild (docs/linear-road.md).
+        "failure_timeout_ms": 10_000,
         "ack_interval_ms": 250,
         "linger_ms": 5,
         # The program's state is unbounded (balances, a car's previous
