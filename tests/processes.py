@@ -3,6 +3,7 @@ and make sure nothing is left running."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import grpc
@@ -167,3 +169,16 @@ def chain_config(
         "stages": stages,
         "sinks": [{"name": "sink", "input": f"s{len(queries)}"}],
     }
+
+
+def bench_module(stem: str) -> ModuleType:
+    """The benchmark script bench/STEM.py as the module ``stem``, loaded
+    once (benchmarks are scripts, not a package; under its own name a
+    script's ``import`` of a sibling finds it)."""
+    if stem not in sys.modules:
+        spec = importlib.util.spec_from_file_location(stem, ROOT / "bench" / f"{stem}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[stem] = module
+        spec.loader.exec_module(module)
+    return sys.modules[stem]

@@ -6,15 +6,13 @@ strict comparator must catch a dropped, a wrong and a late answer."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.processes import ROOT
+from tests.processes import ROOT, bench_module
 
 pytestmark = pytest.mark.slow
 
@@ -22,14 +20,7 @@ EXPECTED = ROOT / "tests" / "data" / "linear-road" / "synth-expected.txt"
 
 
 def _bench() -> ModuleType:
-    name = "bench_linear_road"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "linear_road.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bench_module("linear_road")
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +73,7 @@ def test_the_comparator_catches_a_dropped_a_wrong_and_a_late_answer(product: lis
 
 
 def _cluster_bench() -> ModuleType:
-    _bench()  # the cluster runner imports it as linear_road
-    name = "bench_linear_road_cluster"
-    if name not in sys.modules:
-        sys.modules.setdefault("linear_road", sys.modules["bench_linear_road"])
-        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "linear_road_cluster.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bench_module("linear_road_cluster")
 
 
 def test_on_a_cluster_partitioned_by_expressway_with_a_partition_primary_killed(tmp_path: Path) -> None:

@@ -5,10 +5,8 @@ counters (exercised here with software events, which every Linux kernel has)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import pytest
 
 from analytics.runs import discover
+from tests.processes import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
 TUPLES = 1000
@@ -45,14 +44,7 @@ CELLS = [("recursive", "dts", None), ("open", "dts", None), ("open", "dts-1ms", 
 
 
 def _bench() -> ModuleType:
-    name = "bench_recursion"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / "recursion.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bench_module("recursion")
 
 
 def _doc_section() -> str:
