@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,10 @@ async def _until_up(security: Security, address: str, name: str) -> None:
     async with security.channel(address, name) as channel:
         while True:
             try:
-                await cpb_grpc.ControlStub(channel).Status(pb.Empty(), timeout=1)
+                if name == "coordinator":
+                    await cdpb_grpc.CoordinatorStub(channel).ClusterState(pb.Empty(), timeout=1)
+                else:
+                    await cpb_grpc.ControlStub(channel).Status(pb.Empty(), timeout=1)
                 return
             except grpc.aio.AioRpcError:
                 assert time.monotonic() < deadline, f"{name} never answered"
@@ -130,6 +134,7 @@ async def _attacks(run_dir: Path, tmp: Path) -> None:
     node2, sec1, coordinator = (_address(processes, n) for n in ("node-2", "sec-1", "coordinator"))
     await _until_up(rogue, node2, "node-2")
     await _until_up(rogue, sec1, "sec-1")
+    await _until_up(rogue, coordinator, "coordinator")
 
     # No certificate at all, or one from another CA: no connection.
     async with Security.insecure("x").channel(node2, "node-2") as channel:
@@ -172,12 +177,13 @@ async def _attacks(run_dir: Path, tmp: Path) -> None:
 def test_forged_messages_are_refused_and_the_run_is_exact(tmp_path: Path) -> None:
     config_path = protected_chain(tmp_path, AGGREGATE)
     run_dir = tmp_path / "run"
-    # Long enough for every attack to land while the cluster runs: under CI
-    # load the handshakes alone took 5 s, and a coordinator already gone
-    # answers UNAVAILABLE instead of PERMISSION_DENIED.
-    launcher = start_launcher(config_path, run_dir, duration=12)
+    # The run outlasts the attacks by far and is ended by an interrupt once
+    # they are done: under CI load the rejected handshakes alone took 10 s,
+    # and a node already gone answers UNAVAILABLE, not PERMISSION_DENIED.
+    launcher = start_launcher(config_path, run_dir, duration=120)
     try:
         asyncio.run(_attacks(run_dir, tmp_path))
+        launcher.send_signal(signal.SIGINT)  # drains: the run must still be exact
     finally:
         result = finish(launcher, run_dir)
     assert result.returncode == 0, result.stderr
