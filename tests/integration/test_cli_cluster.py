@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pstats
 import signal
 import subprocess
 import sys
@@ -51,11 +52,24 @@ def test_demo_is_verified_against_the_reference(tmp_path: Path) -> None:
 def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
     config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="layout"))
     run_dir = tmp_path / "run"
+    profiles = tmp_path / "profiles"
     result = semiactive(
-        "cluster", "up", str(config), "--duration", "2.5", "--run-dir", str(run_dir), timeout=90
+        "cluster",
+        "up",
+        str(config),
+        "--duration",
+        "2.5",
+        "--run-dir",
+        str(run_dir),
+        timeout=90,
+        env={"SEMIACTIVE_PROFILE": str(profiles)},
     )
     assert_no_processes(str(run_dir))
     assert result.returncode == 0, result.stderr
+    # SEMIACTIVE_PROFILE: each node wrote where its time went.
+    assert sorted(p.name for p in profiles.iterdir()) == ["node-0.prof", "node-1.prof", "sink.prof"]
+    functions = pstats.Stats(str(profiles / "node-1.prof")).stats  # type: ignore[attr-defined]
+    assert any(path.endswith("ha/replica.py") and name == "run" for path, _, name in functions)
     assert f"run directory: {run_dir}" in result.stderr
     # The live progress line: elapsed time and per-second rates, rewritten in place.
     progress = [part for part in result.stderr.split("\r") if "t=" in part]
