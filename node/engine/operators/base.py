@@ -18,7 +18,7 @@ integers (a row window's slide phase) that element state does not capture.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from node.engine.elements import Element
 
@@ -73,6 +73,33 @@ class Operator:
 
     def __repr__(self) -> str:
         return f"<{self.label}>"
+
+
+class OldestHead:
+    """The oldest lineage held by keyed FIFO partitions (``[Partition By ..
+    Rows N]``) over a monotone input, asked for at every slice: a scan of
+    every partition costs as many steps as keys ever seen (Linear Road's
+    cars: tens of thousands). The partition holding the oldest head is
+    remembered and the scan repeated only once that head left: any other
+    head only gets newer (FIFO eviction), and a new partition starts with a
+    row newer than every one held (the input is monotone)."""
+
+    __slots__ = ("head", "key")
+
+    def __init__(self) -> None:
+        self.key: object = None
+        self.head: Element | None = None
+
+    def low(self, parts: Mapping[object, Sequence[Element]]) -> int | None:
+        if self.head is not None:
+            part = parts.get(self.key)
+            if part and part[0] is self.head:
+                return int(self.head[1])
+        self.head = None
+        for key, part in parts.items():
+            if part and (self.head is None or part[0][1] < self.head[1]):
+                self.key, self.head = key, part[0]
+        return None if self.head is None else int(self.head[1])
 
 
 def instants(elements: list[Element]) -> Iterator[tuple[int, list[Element]]]:

@@ -23,7 +23,7 @@ from typing import Any
 from node.cql import plan
 from node.engine.elements import Element
 from node.engine.operators.aggregate import GroupCode, group_loop, indent
-from node.engine.operators.base import Operator
+from node.engine.operators.base import OldestHead, Operator
 
 # Element ``e`` enters its key's partition and group; the oldest element
 # leaves both once the partition holds more than ``rows``.
@@ -92,6 +92,7 @@ class PartitionAggregateOp(Operator):
         # a 1-tuple for Rows 1).
         self.parts: dict[Any, Sequence[Element]] = {}
         self.groups: dict[Any, list[Any]] = {}
+        self._oldest = OldestHead()
         gen = GroupCode(group_by, aggregates)
         if rows == 1:
             flush = _FLUSH_LATEST.format(row=gen.single("x"))
@@ -108,5 +109,7 @@ class PartitionAggregateOp(Operator):
         return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
 
     def state_low(self) -> int | None:
-        heads = [p[0][1] if self.monotone else min(e[1] for e in p) for p in self.parts.values() if p]
+        if self.monotone:
+            return self._oldest.low(self.parts)
+        heads = [min(e[1] for e in p) for p in self.parts.values() if p]
         return int(min(heads)) if heads else None

@@ -18,7 +18,7 @@ from typing import Any
 
 from node.engine import expressions
 from node.engine.elements import VALUES, Element
-from node.engine.operators.base import Operator
+from node.engine.operators.base import OldestHead, Operator
 
 
 def _fifo_low(buf: deque[Element], monotone: bool) -> int | None:
@@ -263,6 +263,7 @@ class PartitionWindowOp(Operator):
         self.rows = rows
         self.monotone = monotone
         self.parts: dict[Any, deque[Element]] = {}
+        self._oldest = OldestHead()
         key = "(" + "".join(f"e[{VALUES + k}], " for k in keys) + ")"
         delete = expressions.element_source("o", width, ts="e[0]", sign="-1")
         namespace: dict[str, Any] = {"deque": deque}
@@ -273,5 +274,7 @@ class PartitionWindowOp(Operator):
         return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
 
     def state_low(self) -> int | None:
-        lows = [x for x in (_fifo_low(p, self.monotone) for p in self.parts.values()) if x is not None]
+        if self.monotone:
+            return self._oldest.low(self.parts)
+        lows = [x for x in (_fifo_low(p, False) for p in self.parts.values()) if x is not None]
         return min(lows) if lows else None
