@@ -52,7 +52,7 @@ def test_registrations_kills_and_reprotection_lose_and_repeat_nothing(tmp_path: 
     more = tmp_path / "more.cql"
     more.write_text(MORE)
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "semiactive", "cluster", "up", str(path), "--duration", "14",
+        [sys.executable, "-m", "semiactive", "cluster", "up", str(path), "--duration", "60",
          "--run-dir", str(run_dir), "--kill", "node-1@6", "--quiet"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -69,6 +69,12 @@ def test_registrations_kills_and_reprotection_lose_and_repeat_nothing(tmp_path: 
         _wait_for(lambda: any(e["event"] == "reprotected" for e in _events(run_dir)), 60)
         processes = json.loads((run_dir / "cluster.json").read_text())["processes"]
         os.kill(next(p["pid"] for p in processes if p["name"] == "node-2"), signal.SIGKILL)
+        # The run lasts until node-3 took over, then drains: a run of fixed
+        # length ended before that under CI load (a re-protection took 8 s).
+        _wait_for(
+            lambda: any(e["event"] == "takeover" and e["node"] == "node-3" for e in _events(run_dir)), 30
+        )
+        launcher.send_signal(signal.SIGINT)
         stdout, stderr = launcher.communicate(timeout=120)
     finally:
         if launcher.poll() is None:
