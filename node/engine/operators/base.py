@@ -18,7 +18,8 @@ integers (a row window's slide phase) that element state does not capture.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from node.engine.elements import Element
 
@@ -100,6 +101,40 @@ class OldestHead:
             if part and (self.head is None or part[0][1] < self.head[1]):
                 self.key, self.head = key, part[0]
         return None if self.head is None else int(self.head[1])
+
+
+class LowBound:
+    """The oldest lineage held by a window over a *non-monotone* input, as a
+    bound: never newer than the truth, sometimes older. Scanning the whole
+    state at every slice cost Linear Road's partitions most of their time;
+    here a scan is repeated only after as many rows arrived as it visited
+    (amortised O(1) per row), and in between the bound is the last scan's
+    answer lowered by every row that arrived since. An older low is safe for
+    both of its uses: a Level-1 cut further back only retains more, and a
+    slice floor only has to be no newer than what is held."""
+
+    __slots__ = ("credit", "low")
+
+    def __init__(self) -> None:
+        self.low: int | None = None
+        self.credit = 0
+
+    def arrived(self, batch: Sequence[Element]) -> None:
+        if batch:
+            oldest = min(map(_lineage, batch))
+            if self.low is None or oldest < self.low:
+                self.low = int(oldest)
+            self.credit -= len(batch)
+
+    def value(self, held: Callable[[], Iterator[Element]]) -> int | None:
+        if self.credit <= 0:
+            lineages = [e[1] for e in held()]
+            self.low = int(min(lineages)) if lineages else None
+            self.credit = len(lineages)
+        return self.low
+
+
+_lineage = operator.itemgetter(1)
 
 
 def instants(elements: list[Element]) -> Iterator[tuple[int, list[Element]]]:

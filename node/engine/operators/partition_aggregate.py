@@ -23,7 +23,7 @@ from typing import Any
 from node.cql import plan
 from node.engine.elements import Element
 from node.engine.operators.aggregate import GroupCode, group_loop, indent
-from node.engine.operators.base import OldestHead, Operator
+from node.engine.operators.base import LowBound, OldestHead, Operator
 
 # Element ``e`` enters its key's partition and group; the oldest element
 # leaves both once the partition holds more than ``rows``.
@@ -93,6 +93,7 @@ class PartitionAggregateOp(Operator):
         self.parts: dict[Any, Sequence[Element]] = {}
         self.groups: dict[Any, list[Any]] = {}
         self._oldest = OldestHead()
+        self._low = LowBound()
         gen = GroupCode(group_by, aggregates)
         if rows == 1:
             flush = _FLUSH_LATEST.format(row=gen.single("x"))
@@ -106,10 +107,11 @@ class PartitionAggregateOp(Operator):
         self.source = code
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        if not self.monotone:
+            self._low.arrived(inputs[0])
         return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
 
     def state_low(self) -> int | None:
         if self.monotone:
             return self._oldest.low(self.parts)
-        heads = [min(e[1] for e in p) for p in self.parts.values() if p]
-        return int(min(heads)) if heads else None
+        return self._low.value(lambda: (e for part in self.parts.values() for e in part))

@@ -7,7 +7,8 @@ buffered lineage is the window's contribution to the Level-1 cut.
 
 ``monotone`` is decided by the planner: True when the input stream's lineage
 never decreases (a base input, possibly filtered or projected), so the head
-of a FIFO buffer holds the minimum; otherwise ``state_low`` scans.
+of a FIFO buffer holds the minimum; otherwise ``state_low`` is a
+:class:`LowBound`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,12 @@ from typing import Any
 
 from node.engine import expressions
 from node.engine.elements import VALUES, Element
-from node.engine.operators.base import OldestHead, Operator
+from node.engine.operators.base import LowBound, OldestHead, Operator
 
 
-def _fifo_low(buf: deque[Element], monotone: bool) -> int | None:
-    if not buf:
-        return None
-    if monotone:
-        return int(buf[0][1])
-    return int(min(e[1] for e in buf))
+def _head_low(buf: deque[Element]) -> int | None:
+    """The oldest lineage of a FIFO buffer over a monotone input: its head's."""
+    return int(buf[0][1]) if buf else None
 
 
 _RANGE = """
@@ -78,6 +76,7 @@ class RangeWindowOp(Operator):
         self.monotone = monotone
         self.buf: deque[Element] = deque()
         self._first_lin: int | None = None  # unbounded: lineage never leaves
+        self._low = LowBound()
         #: The deletion of buffered element ``o`` as Python source.
         self.deletion = expressions.element_source("o", width, ts=f"o[0] + {(range_ms or 0) + 1}", sign="-1")
         if range_ms is not None:
@@ -88,6 +87,8 @@ class RangeWindowOp(Operator):
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
         if self.range_ms is not None:
+            if not self.monotone:
+                self._low.arrived(batch)
             return self._bounded(self, batch, t_hi)  # type: ignore[no-any-return]
         if batch and self._first_lin is None:
             self._first_lin = min(e[1] for e in batch) if not self.monotone else batch[0][1]
@@ -103,7 +104,7 @@ class RangeWindowOp(Operator):
     def state_low(self) -> int | None:
         if self.range_ms is None:
             return self._first_lin
-        return _fifo_low(self.buf, self.monotone)
+        return _head_low(self.buf) if self.monotone else self._low.value(lambda: iter(self.buf))
 
 
 class SlidingRangeWindowOp(Operator):
@@ -120,9 +121,12 @@ class SlidingRangeWindowOp(Operator):
         self.monotone = monotone
         self.waiting: deque[tuple[int, Element]] = deque()  # (enter time, e)
         self.active: deque[tuple[int, Element]] = deque()  # (leave time, e)
+        self._low = LowBound()
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         slide, rng = self.slide_ms, self.range_ms
+        if not self.monotone:
+            self._low.arrived(inputs[0])
         for e in inputs[0]:
             self.waiting.append((-(-e[0] // slide) * slide, e))
         out: list[Element] = []
@@ -150,8 +154,7 @@ class SlidingRangeWindowOp(Operator):
         if self.monotone:
             heads = [q[0][1][1] for q in (self.active, self.waiting) if q]
             return int(min(heads)) if heads else None
-        lows = [e[1] for _, e in self.waiting] + [e[1] for _, e in self.active]
-        return int(min(lows)) if lows else None
+        return self._low.value(lambda: (e for q in (self.waiting, self.active) for _, e in q))
 
 
 class RowsWindowOp(Operator):
@@ -169,11 +172,14 @@ class RowsWindowOp(Operator):
         self.monotone = monotone
         self.buf: deque[Element] = deque()
         self.pending = 0
+        self._low = LowBound()
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
         batch = inputs[0]
         if not batch:
             return batch
+        if not self.monotone:
+            self._low.arrived(batch)
         buf, rows = self.buf, self.rows
         out: list[Element] = []
         append = out.append
@@ -207,7 +213,7 @@ class RowsWindowOp(Operator):
         return out
 
     def state_low(self) -> int | None:
-        return _fifo_low(self.buf, self.monotone)
+        return _head_low(self.buf) if self.monotone else self._low.value(lambda: iter(self.buf))
 
     def counters(self) -> tuple[int, ...]:
         return (self.pending,) if self.slide > 1 else ()
@@ -264,6 +270,7 @@ class PartitionWindowOp(Operator):
         self.monotone = monotone
         self.parts: dict[Any, deque[Element]] = {}
         self._oldest = OldestHead()
+        self._low = LowBound()
         key = "(" + "".join(f"e[{VALUES + k}], " for k in keys) + ")"
         delete = expressions.element_source("o", width, ts="e[0]", sign="-1")
         namespace: dict[str, Any] = {"deque": deque}
@@ -271,10 +278,11 @@ class PartitionWindowOp(Operator):
         self._process = namespace["process"]
 
     def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        if not self.monotone:
+            self._low.arrived(inputs[0])
         return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
 
     def state_low(self) -> int | None:
         if self.monotone:
             return self._oldest.low(self.parts)
-        lows = [x for x in (_fifo_low(p, False) for p in self.parts.values()) if x is not None]
-        return min(lows) if lows else None
+        return self._low.value(lambda: (e for part in self.parts.values() for e in part))
