@@ -19,10 +19,11 @@ changes anything, since the engine would compute wrong windows from it.
 
 from __future__ import annotations
 
-import bisect
 import heapq
+import itertools
 import operator
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from node.codec import RowCodec
@@ -160,6 +161,12 @@ class InputSection:
         # Multi-edge stages: (position, edge index, seq) of every handed row
         # still needed for translating positions; trimmed by forget_before().
         self._positions: deque[tuple[int, int, int]] = deque()
+        # edge_cut's last answer: (cut position, first seq per edge found at
+        # or after it, next position to look at). The cut stays put for long
+        # (a window holding old rows pins it); looking again from the cut at
+        # every acknowledgement cost as much as the history since, when an
+        # edge had sent nothing after it.
+        self._cut: tuple[int, dict[str, int], int] | None = None
         self.more = False  # the last take() left ready rows (cut short by max_rows)
 
     @property
@@ -276,21 +283,34 @@ class InputSection:
     # -- positions <-> edge seqs (Level-1) -------------------------------------
 
     def edge_cut(self, cut_position: int) -> dict[str, int]:
-        """Per edge, the first seq at or after stage position ``cut_position``."""
+        """Per edge, the first seq at or after stage position ``cut_position``
+        (for an edge with no row there yet, its next seq)."""
         if len(self.edges) == 1:
             return {self.edges[0].edge: cut_position}
-        cut = {e.edge: e.handed + 1 for e in self.edges}
+        names = [e.edge for e in self.edges]
+        found: dict[str, int] = {}
+        scanned = cut_position
+        if self._cut is not None and self._cut[0] == cut_position:
+            _, found, scanned = self._cut
         entries = self._positions
-        start = bisect.bisect_left(entries, (cut_position, -1, -1))
-        seen: set[int] = set()
-        for i in range(start, len(entries)):
-            _, index, seq = entries[i]
-            if index not in seen:
-                seen.add(index)
-                cut[self.edges[index].edge] = seq
-                if len(seen) == len(self.edges):
+        if len(found) < len(names) and entries and scanned <= entries[-1][0]:
+            # Positions are consecutive: the ones not looked at yet are the
+            # last ``last - start + 1`` entries.
+            first, last = entries[0][0], entries[-1][0]
+            start = max(scanned, first)
+            if last - start < start - first:
+                newer = list(itertools.islice(reversed(entries), last - start + 1))
+                newer.reverse()
+                todo: Iterable[tuple[int, int, int]] = newer
+            else:
+                todo = itertools.islice(entries, start - first, None)
+            for _, index, seq in todo:
+                found.setdefault(names[index], seq)
+                if len(found) == len(names):
                     break
-        return cut
+            scanned = last + 1
+        self._cut = (cut_position, found, scanned)
+        return {e.edge: found.get(e.edge, e.handed + 1) for e in self.edges}
 
     def forget_before(self, position: int) -> None:
         entries = self._positions
@@ -301,6 +321,7 @@ class InputSection:
         """Start over from a resync point's cut."""
         self.position = cut_position - 1
         self._positions.clear()
+        self._cut = None
         for e in self.edges:
             e.restart(edge_cut.get(e.edge, 1))
 

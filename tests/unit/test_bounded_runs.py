@@ -118,3 +118,46 @@ def test_short_runs_give_the_same_output_and_rebuild_alike(tmp_path: Path, kind:
         _run_all(fresh)
         got = fresh.log.get(point.out_seq + 1, fresh.log.head)
         assert [r[:1] + r[2:] for r in got] == [r[:1] + r[2:] for r in expected[point.out_seq :]]
+
+
+def _first_seq_at_or_after(
+    section: InputSection, handed: list[tuple[int, int, int]], cut: int
+) -> dict[str, int]:
+    """edge_cut's definition, looked up in every row handed on."""
+    answer = {e.edge: e.handed + 1 for e in section.edges}
+    for edge in section.edges:
+        after = [seq for pos, index, seq in handed if index == edge.index and pos >= cut]
+        if after:
+            answer[edge.edge] = after[0]
+    return answer
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_edge_cut_remembered_between_calls_is_the_definitions(seed: int) -> None:
+    """edge_cut goes on from where it stopped while the cut stays put (it
+    stays put for long when a window holds old rows); it must still equal
+    the definition as rows arrive, some edges fall silent, and the cut moves."""
+    rng = random.Random(seed)
+    section = InputSection([_edge(name, i) for i, name in enumerate("abc")], exact=True)
+    handed: list[tuple[int, int, int]] = []
+    next_seq = {"a": 1, "b": 1, "c": 1}
+    cut = 1
+    for ts in range(1, 60):
+        for name in "abc":
+            if name == "c" and ts > 10:
+                continue  # silent after its first instants, like a table loaded once
+            count = rng.randrange(0, 4) if name != "b" or ts % 7 else 0
+            first = next_seq[name]
+            next_seq[name] += count
+            section.by_name[name].accept_rows(first, _rows(*[ts] * count, first_seq=first), ts, False)
+        before = section.position
+        taken, _ = section.take(max_rows=rng.choice([None, 2, 5]))
+        merged = sorted((r[1], name) for name, rows in taken.items() for r in rows)
+        seqs = {name: iter(range(section.by_name[name].handed - n + 1, 10**9)) for name, n in
+                ((name, sum(1 for _, m in merged if m == name)) for name in "abc")}  # fmt: skip
+        for pos, name in merged:
+            handed.append((pos, section.by_name[name].index, next(seqs[name])))
+        assert section.position == before + len(merged)
+        if rng.random() < 0.2:
+            cut = min(section.position + 1, cut + rng.randrange(0, 8))
+        assert section.edge_cut(cut) == _first_seq_at_or_after(section, handed, cut), (ts, cut)
