@@ -302,15 +302,13 @@ class NodeDaemon:
         interval = self.topology.config.ack_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            point = self.sink.level1()
+            point = point_to_pb(self.sink.level1())
             for edge in self.stage.inputs:
                 seq = self.sink.inputs.by_name[edge.id].last_seq
                 self.sessions[edge.id].ack(seq, point, 0)
                 secondary = producer_secondary(self.views, edge)
                 if secondary is not None:
-                    notice = pb.AckNotice(
-                        edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point_to_pb(point)
-                    )
+                    notice = pb.AckNotice(edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point)
                     with contextlib.suppress(grpc.aio.AioRpcError):
                         await self.peers.data(secondary).Ack(notice, timeout=1.0)
 

@@ -111,6 +111,10 @@ class InboundStream:
     def __init__(self, hello: pb.Hello, feedback: FeedbackChannel) -> None:
         self.hello = hello
         self.feedback = feedback
+        # The acknowledgements last sent on this stream: an unchanged one is
+        # not sent again (acks are cumulative; a new stream starts afresh).
+        self.level0_sent = -1
+        self.level1_sent: pb.Level1 | None = None
         self.closing: asyncio.Future[tuple[grpc.StatusCode, str]] = asyncio.get_running_loop().create_future()
 
     def close(self, code: grpc.StatusCode, message: str) -> None:

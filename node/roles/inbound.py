@@ -29,7 +29,7 @@ from ha.views import ViewTable
 from node.codec import CodecError, RowCodec
 from node.connections import elided_rows
 from node.engine.elements import Element
-from node.messages import point_from_pb, point_to_pb
+from node.messages import point_from_pb
 from node.metrics import NodeMetrics
 from node.partitions import owned_flags
 from node.sections.input import RowOrderError, SeqGapError
@@ -243,13 +243,18 @@ class InboundEdgeSession:
         self.metrics.frames_refused.labels(self.edge.id, reason).inc()
         return Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"frame refused ({reason}): {detail}")
 
-    def ack(self, seq: int, point: ResyncPoint | None, epoch: int) -> None:
+    def ack(self, seq: int, point: pb.ResyncPoint | None, epoch: int) -> None:
         """Level-0 and Level-1 on the data streams (secondaries' backup
-        streams carry no acknowledgements)."""
-        messages = [pb.Feedback(level0=pb.Level0(seq=seq))]
-        if point is not None:
-            messages.append(pb.Feedback(level1=pb.Level1(point=point_to_pb(point), epoch=epoch)))
+        streams carry no acknowledgements), each only if it changed since
+        the stream last got one: a stage acks every few milliseconds, and
+        the point of a large program is hundreds of counters."""
+        level1 = None if point is None else pb.Level1(point=point, epoch=epoch)
         for stream in self.streams:
-            if stream.hello.channel == pb.DATA:
-                for message in messages:
-                    stream.feedback.send(message)
+            if stream.hello.channel != pb.DATA:
+                continue
+            if seq != stream.level0_sent:
+                stream.feedback.send(pb.Feedback(level0=pb.Level0(seq=seq)))
+                stream.level0_sent = seq
+            if level1 is not None and level1 != stream.level1_sent:
+                stream.feedback.send(pb.Feedback(level1=level1))
+                stream.level1_sent = level1

@@ -355,7 +355,10 @@ class ReplicaRole:
 
     def send_acks(self) -> None:
         self._last_acks = clock.monotonic()
-        point = self.replica.level1()
+        level1 = self.replica.level1()
+        # One message for every edge: a point holds a counter tuple per
+        # operator (hundreds in a large program).
+        point = None if level1 is None else point_to_pb(level1)
         epoch = self.views[self.stage.name].epoch
         for edge in self.stage.inputs:
             seq = self.replica.level0(edge.id)
@@ -366,7 +369,7 @@ class ReplicaRole:
             if secondary is not None and secondary != self.node:
                 notice = pb.AckNotice(edge=edge.id, sender=self.node, epoch=epoch, seq=seq)
                 if point is not None:
-                    notice.point.CopyFrom(point_to_pb(point))
+                    notice.point.CopyFrom(point)
                 self._spawn(self._notify(secondary, notice))
 
     async def _notify(self, node: str, notice: pb.AckNotice) -> None:

@@ -1,0 +1,58 @@
+"""Acknowledgements on a data stream (node/roles/inbound.py): a stage
+acknowledges every few milliseconds with a point of hundreds of counters, so
+a stream gets Level-0 and Level-1 only when they changed, and a new stream
+gets them afresh. Over real gRPC on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from ha.resync import ResyncPoint
+from ha.views import ViewTable
+from node.messages import point_to_pb
+from node.metrics import NodeMetrics
+from node.roles.inbound import InboundEdgeSession
+from node.roles.sink import SinkRole
+from node.sections.input import EdgeInput, InputSection
+from node.transport import DataPlaneServer
+from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.unit.test_input_order import CODEC, EDGE, hello, read
+
+
+async def test_an_unchanged_acknowledgement_is_not_sent_again_on_a_stream() -> None:
+    metrics = NodeMetrics("n", "down", "sink")
+    sink = SinkRole("down", InputSection([EdgeInput(EDGE.id, EDGE.stream, 0, CODEC)]), metrics, None)
+    session = InboundEdgeSession(EDGE, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
+    server = grpc.aio.server()
+    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.DataPlaneStub(channel)
+        first = stub.Push()
+        await first.write(hello("node-up"))
+        await read(first)  # welcome
+        point = point_to_pb(ResyncPoint(10, 4, 3, {EDGE.id: 3}, ((), (2,)), 7))
+        same = point_to_pb(ResyncPoint(10, 4, 3, {EDGE.id: 3}, ((), (2,)), 7))
+        for seq, message, epoch in [(3, point, 0), (3, point, 0), (4, same, 0), (4, point, 1), (4, point, 1)]:
+            session.ack(seq, message, epoch)
+        got = [await read(first) for _ in range(4)]
+        assert [f.WhichOneof("body") for f in got] == ["level0", "level1", "level0", "level1"]
+        assert [got[0].level0.seq, got[2].level0.seq] == [3, 4]
+        assert got[1].level1.point == point and [got[1].level1.epoch, got[3].level1.epoch] == [0, 1]
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(first.read(), timeout=0.3)  # nothing repeated
+
+        second = stub.Push()
+        await second.write(hello("node-up-again"))
+        await read(second)
+        session.ack(4, point, 1)
+        got = [await read(second) for _ in range(2)]
+        assert (got[0].level0.seq, got[1].level1.epoch) == (4, 1)
+    finally:
+        await channel.close()
+        await server.stop(0)
