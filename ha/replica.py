@@ -219,6 +219,14 @@ class StageReplica:
             time=snap.time,
         )
 
+    def forget_unneeded(self) -> None:
+        """What a secondary does instead of sending Level-1: forget the
+        snapshots and the input positions only older cuts would need. Its
+        consumers' acknowledgements reach it too (the notices), so it knows
+        the cut it would send; without this its table of input positions
+        grows by an entry per input row for the whole run."""
+        self.level1()
+
     def acknowledged(self, edge: str, seq: int, point: ResyncPoint | None = None) -> None:
         """A consumer's Level-0 and/or Level-1 for one of our output edges."""
         self.log.acknowledge(edge, seq, point)

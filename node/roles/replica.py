@@ -339,6 +339,8 @@ class ReplicaRole:
             await asyncio.sleep(interval)
             if self.replica.mode is Mode.PRIMARY:
                 self.send_acks()
+            elif self.replica.mode is Mode.SECONDARY:
+                self.replica.forget_unneeded()
 
     def consumer_acknowledged(self) -> None:
         """Algorithm 1 lines 14-15: a consumer's Level-0 has arrived, so

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ha.replica import Mode
+from ha.output_log import UNBOUNDED
+from ha.replica import Mode, StageReplica
 from ha.resync import ResyncPoint
 from node.engine.elements import Element
 from semiactive.topology import Stage
@@ -137,3 +138,34 @@ def test_two_input_stage_translates_the_cut_to_each_edge(tmp_path: Path) -> None
         rows_a = source_rows(120, seed)
         rows_b = source_rows(90, seed + 100)
         assert _check(stage, {a.id: rows_a, b.id: rows_b}, seed) > 0
+
+
+def test_a_secondary_forgets_input_positions_its_consumers_no_longer_need(tmp_path: Path) -> None:
+    """A secondary sends no Level-1, yet its table of input positions (an
+    entry per input row of a multi-input stage) must not grow for the whole
+    run: the consumers' notices tell it the cut, as they tell the primary."""
+    topo = build_topology(
+        tmp_path,
+        [
+            "REGISTER QUERY s1 AS ISTREAM(SELECT s0.id, t0.val FROM s0 [Rows 5], t0 [Range 3] "
+            "WHERE s0.val = t0.val)"
+        ],
+        second_source=True,
+    )
+    stage = topo.stages["stage-1"]
+    a, b = stage.inputs
+    out = stage.outputs[0].id
+    secondary = StageReplica("r", stage, Mode.SECONDARY, {out: UNBOUNDED})
+    rows = {a.id: source_rows(3000, 1), b.id: source_rows(3000, 2)}
+    end = max(r[0] for part in rows.values() for r in part)
+    step = end // 30 + 1
+    for upto in range(step, end + step + 1, step):
+        for edge, part in rows.items():
+            fresh = [r for r in part if upto - step < r[0] <= upto]
+            secondary.receive(edge, secondary.inputs.by_name[edge].next_seq, fresh, upto, False)
+        secondary.run()
+        head = secondary.log.head
+        secondary.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
+        secondary.forget_unneeded()
+    assert secondary.inputs.position == 6000
+    assert len(secondary.inputs._positions) < 600  # a few instants' worth, not 6,000
