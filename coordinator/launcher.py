@@ -284,6 +284,9 @@ class Cluster:
         doc = {
             "name": self.topology.config.name,
             "config": str(Path(self.config_path).resolve()),
+            # The programs the run started with: `semiactive verify` refuses
+            # to judge the run against files edited since.
+            "programs": self.programs,
             "t0_unix": self.t0 or None,
             "launcher_pid": os.getpid(),
             "processes": [

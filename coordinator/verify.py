@@ -30,7 +30,7 @@ from node.jsonl import formatter
 from semiactive import config
 from semiactive.config import ConfigError
 from semiactive.embedded import execute, merge_edges
-from semiactive.topology import Stage, Topology, resolve
+from semiactive.topology import Stage, Topology, programs_fingerprint, resolve
 
 
 @dataclass
@@ -292,10 +292,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        path = args.config or json.loads((args.run_dir / "cluster.json").read_text())["config"]
+        recorded = args.run_dir / "cluster.json"
+        cluster = json.loads(recorded.read_text()) if args.config is None or recorded.exists() else {}
+        path = args.config or cluster["config"]
         topology = resolve(config.load(path))
     except (OSError, ValueError, KeyError, ConfigError) as exc:
         print(f"verify: {args.run_dir}: cannot load the run's configuration: {exc}", file=sys.stderr)
+        return 2
+    if cluster.get("programs") not in (None, programs_fingerprint(topology)):
+        print(
+            f"verify: {args.run_dir}: the programs in {path} (config or query files) changed since the"
+            " run started; the reference would be the new programs', not the run's",
+            file=sys.stderr,
+        )
         return 2
     checks = check_run(topology, args.run_dir)
     for check in checks:

@@ -106,6 +106,11 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "identical to the reference" in verified.stdout
     assert "oracle: SQLite" in verified.stdout and verified.stdout.rstrip().endswith("identical")
+    # The program edited after the run: verify refuses rather than judge the
+    # run against a program it did not run.
+    config.write_text(config.read_text().replace("val % 3 != 0", "val % 3 = 0"))
+    edited = semiactive("verify", str(run_dir), timeout=120)
+    assert edited.returncode == 2 and "changed since the run started" in edited.stderr, edited.stderr
 
 
 def _start_cluster(config: Path, run_dir: Path, stderr: Path) -> subprocess.Popen[bytes]:
