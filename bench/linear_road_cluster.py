@@ -77,7 +77,12 @@ def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) ->
         "output": "XOut",
     }
     if xways > 1:
-        xway.update(partitions=xways, nodes=[f"x{i}" for i in range(xways)], partition_by=["xway"])
+        xway.update(
+            partitions=xways,
+            nodes=[f"x{i}" for i in range(xways)],
+            partition_by=["xway"],
+            partition_routing="modulo",
+        )
     else:
         xway["node"] = "x0"
     balance: dict[str, Any] = {

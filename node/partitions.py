@@ -71,17 +71,22 @@ class InputRouting:
     at ``key_positions`` (element indexes, VALUES-based), round-robin by seq
     when ``key_positions`` is empty, or not at all (``broadcast``: every
     partition receives every row, e.g. a dimension table joined to a
-    partitioned stream)."""
+    partitioned stream). With ``modulo`` the one key column's integer value
+    modulo the partition count chooses (a NULL key goes by its hash)."""
 
     key_positions: tuple[int, ...] = ()
     broadcast: bool = False
+    modulo: bool = False
 
     def partition(self, row: Element, count: int) -> int:
         """The partition of ``row`` (an element ``(ts, seq, sign, values...)``)."""
         if not self.key_positions:
             return (int(row[1]) - 1) % count
         if len(self.key_positions) == 1:
-            return value_hash(row[self.key_positions[0]]) % count
+            value = row[self.key_positions[0]]
+            if self.modulo and type(value) is int:
+                return value % count
+            return value_hash(value) % count
         return key_hash([row[p] for p in self.key_positions]) % count
 
     def owned(
@@ -96,7 +101,7 @@ class InputRouting:
             if first_seq is not None:
                 return [(first_seq - 1 + i) % count == index for i in range(len(rows))]
             return [(int(r[1]) - 1) % count == index for r in rows]
-        if len(self.key_positions) == 1:
+        if len(self.key_positions) == 1 and not self.modulo:
             p = self.key_positions[0]
             return [value_hash(r[p]) % count == index for r in rows]
         return [self.partition(r, count) == index for r in rows]

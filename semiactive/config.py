@@ -229,13 +229,18 @@ class StageConfig(_Model):
     ``partition_by`` says how producers split the inputs: a list of columns
     for every input, or per input stream (an input not named goes whole to
     every partition); without it, rows are dealt round-robin. A partitioning
-    that could change the result is refused (docs/partitioning.md)."""
+    that could change the result is refused (docs/partitioning.md).
+    ``partition_routing: modulo`` sends a row to partition ``key mod N`` (one
+    integer column per input) instead of by its key's hash: a few dense
+    keys (expressways 0..N-1) then land one per partition, where a hash puts
+    some together and leaves others idle."""
 
     name: Annotated[str, Field(pattern=NAME)]
     node: Annotated[str | None, Field(pattern=NAME)] = None
     partitions: Annotated[int, Field(ge=1, le=64)] = 1
     nodes: list[Annotated[str, Field(pattern=NAME)]] | None = None
     partition_by: PartitionKeys | dict[Annotated[str, Field(pattern=IDENT)], PartitionKeys] | None = None
+    partition_routing: Literal["hash", "modulo"] = "hash"
     query: str | None = None
     query_file: str | None = None
     mqo: MqoConfig | None = None
@@ -260,6 +265,8 @@ class StageConfig(_Model):
         n = self.partitions
         if n == 1:
             extra = [f for f in ("nodes", "partition_by") if getattr(self, f) is not None]
+            if self.partition_routing != "hash":
+                extra.append("partition_routing")
             if self.ha.secondaries is not None:
                 extra.append("ha.secondaries")
             if extra:
@@ -284,6 +291,11 @@ class StageConfig(_Model):
             raise ValueError("ha.secondaries without an ha mode")
         if isinstance(self.partition_by, list) and not self.partition_by:
             raise ValueError("partition_by: give at least one column (or leave it out for round-robin)")
+        if self.partition_routing == "modulo":
+            given = self.partition_by
+            columns = [given] if isinstance(given, list) else list((given or {}).values())
+            if not columns or any(len(c) != 1 for c in columns):
+                raise ValueError("partition_routing: modulo needs partition_by: one integer column per input")
 
     @property
     def partition_nodes(self) -> list[str]:

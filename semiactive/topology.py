@@ -559,8 +559,21 @@ class _Resolver:
         except PartitioningError as exc:
             field_ = "partition_by" if given else "partitions"
             raise self.error(f"stage {st.name}: {exc}", "stages", i, field_) from None
+        modulo = st.partition_routing == "modulo"
+        if modulo:
+            for name, cols in keys.items():
+                column = inputs[name].schema.columns[list(inputs[name].schema.names).index(cols[0])]
+                if column.type.name is not plan.TypeName.INTEGER:
+                    raise self.error(
+                        f"stage {st.name}: partition_routing: modulo needs an integer key; "
+                        f"{name}.{cols[0]} is {column.type.name.value}",
+                        "stages",
+                        i,
+                        "partition_routing",
+                    )
         routing = {
-            name: InputRouting(key_positions(cols, inputs[name].schema.names)) for name, cols in keys.items()
+            name: InputRouting(key_positions(cols, inputs[name].schema.names), modulo=modulo)
+            for name, cols in keys.items()
         }
         return [PartitionSpec(j, st.partitions, routing) for j in range(st.partitions)]
 
@@ -668,7 +681,7 @@ def programs_fingerprint(topology: Topology) -> str:
     parts: list[str] = [topology.config.window_bounds]
     for stage in topology.stages.values():
         if stage.role == "stage":
-            partition = None if stage.partition is None else (stage.partition.index, stage.partition.count)
+            partition = None if stage.partition is None else repr(stage.partition)
             mqo = None if stage.mqo is None else repr(stage.mqo)
             parts.append(repr((stage.name, stage.query_text, stage.output, partition, mqo)))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -59,6 +59,33 @@ def test_equal_numbers_hash_equal_and_texts_hash_the_same_in_every_process() -> 
         assert out.stdout.strip() == str(here)
 
 
+def test_modulo_routing_puts_dense_integer_keys_one_per_partition() -> None:
+    """Expressways 0..N-1 by hash: some partitions get two, some none; by
+    modulo: one each. ``owned`` and ``partition`` agree, and a NULL key
+    still has a partition."""
+    rows = [(t, t + 1, 1, t % 4, t) for t in range(400)]
+    for routing, expected in ((BY_K, None), (InputRouting((3,), modulo=True), [100] * 4)):
+        shares = [sum(PartitionSpec(i, 4, {"s": routing}).owned("s", rows)) for i in range(4)]
+        if expected is None:
+            assert sorted(shares) != [100] * 4  # the hash of 0..3 modulo 4: uneven
+        else:
+            assert shares == expected
+        for i in range(4):
+            owned = PartitionSpec(i, 4, {"s": routing}).owned("s", rows)
+            assert owned == [routing.partition(r, 4) == i for r in rows]
+    assert InputRouting((3,), modulo=True).partition((1, 1, 1, None, 0), 4) == value_hash(None) % 4
+
+
+def test_modulo_routing_needs_an_integer_key(tmp_path: Path) -> None:
+    cluster = _cluster(
+        {"partitions": 2, "nodes": ["n1", "n2"], "partition_by": ["f"], "partition_routing": "modulo"}
+    )
+    cluster["sources"][0]["schema"]["f"] = "float"
+    with pytest.raises(ConfigError) as caught:
+        resolve(config.load(write_config(tmp_path / "c.yaml", cluster)))
+    assert "stages[0].partition_routing" in str(caught.value) and "s0.f is float" in str(caught.value)
+
+
 def test_keys_spread_over_every_partition() -> None:
     rows = [(t, t + 1, 1, t % 50, t) for t in range(1000)]
     for count in (2, 3, 4):
@@ -242,6 +269,13 @@ def _cluster(stage: dict[str, Any], **extra: Any) -> dict[str, Any]:
          "stages[0].partition_by", "s9"),
         ({"partitions": 2, "nodes": ["n1", "n1"]}, "stages[0].nodes[1]", "used twice"),
         ({"partitions": 99, "nodes": ["n1"]}, "stages[0].partitions", "less than or equal to 64"),
+        ({"node": "n1", "partition_routing": "modulo"}, "stages[0]", "only apply to a partitioned stage"),
+        ({"partitions": 2, "nodes": ["n1", "n2"], "partition_routing": "modulo"}, "stages[0]",
+         "one integer column per input"),
+        ({"partitions": 2, "nodes": ["n1", "n2"], "partition_routing": "modulo", "partition_by": ["k", "v"]},
+         "stages[0]", "one integer column per input"),
+        ({"partitions": 2, "nodes": ["n1", "n2"], "partition_routing": "hashed"},
+         "stages[0].partition_routing", "'hash' or 'modulo'"),
     ],
 )  # fmt: skip
 def test_configuration_errors_name_the_field(
