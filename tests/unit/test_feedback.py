@@ -7,32 +7,16 @@ from __future__ import annotations
 
 import asyncio
 
-import grpc
 import pytest
 
 from ha.resync import ResyncPoint
-from ha.views import ViewTable
 from node.messages import point_to_pb
-from node.metrics import NodeMetrics
-from node.roles.inbound import InboundEdgeSession
-from node.roles.sink import SinkRole
-from node.sections.input import EdgeInput, InputSection
-from node.transport import DataPlaneServer
-from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.unit.sink_server import served_sink
 from tests.unit.test_input_order import CODEC, EDGE, hello, read
 
 
 async def test_an_unchanged_acknowledgement_is_not_sent_again_on_a_stream() -> None:
-    metrics = NodeMetrics("n", "down", "sink")
-    sink = SinkRole("down", InputSection([EdgeInput(EDGE.id, EDGE.stream, 0, CODEC)]), metrics, None)
-    session = InboundEdgeSession(EDGE, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server()
-    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        stub = pb_grpc.DataPlaneStub(channel)
+    async with served_sink(EDGE, CODEC) as (stub, session, _, _):
         first = stub.Push()
         await first.write(hello("node-up"))
         await read(first)  # welcome
@@ -53,6 +37,3 @@ async def test_an_unchanged_acknowledgement_is_not_sent_again_on_a_stream() -> N
         session.ack(4, point, 1)
         got = [await read(second) for _ in range(2)]
         assert (got[0].level0.seq, got[1].level1.epoch) == (4, 1)
-    finally:
-        await channel.close()
-        await server.stop(0)

@@ -13,20 +13,18 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from ha.views import ViewTable
 from node.codec import RowCodec
 from node.cql import compile_program, plan
 from node.engine.elements import Element
 from node.engine.engine import Engine, InputOrderError, LateInputError, UnsortedInputError
 from node.engine.heartbeat import HeartbeatEngine
 from node.metrics import NodeMetrics
-from node.roles.inbound import InboundEdgeSession
 from node.roles.sink import SinkRole
-from node.sections.input import NEVER, EdgeInput, InputSection, RowOrderError
-from node.transport import DataPlaneServer
+from node.sections.input import NEVER, EdgeInput, RowOrderError
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.unit.sink_server import served_sink
 
 PROGRAM = "REGISTER STREAM s (v integer)\nREGISTER QUERY total AS SELECT SUM(v) AS t FROM s [Range 1]"
 SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
@@ -138,19 +136,8 @@ async def read(call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback]) -> pb.Fee
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[pb_grpc.DataPlaneStub, SinkRole, NodeMetrics]]:
-    metrics = NodeMetrics("n", "down", "sink")
-    sink = SinkRole("down", InputSection([EdgeInput(EDGE.id, EDGE.stream, 0, CODEC)]), metrics, None)
-    session = InboundEdgeSession(EDGE, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server()
-    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.DataPlaneStub(channel), sink, metrics
-    finally:
-        await channel.close()
-        await server.stop(0)
+    async with served_sink(EDGE, CODEC) as (stub, _, sink, metrics):
+        yield stub, sink, metrics
 
 
 async def test_a_decreasing_frame_closes_its_stream_and_the_node_serves_on(

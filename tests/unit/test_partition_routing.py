@@ -18,23 +18,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ha.views import ViewTable
 from node.codec import RowCodec
 from node.connections import ELIDED, elided_stamps
 from node.cql import plan
 from node.engine.elements import Element
 from node.metrics import NodeMetrics
 from node.partitions import InputRouting, PartitionSpec, owned_bitmap, owned_flags, value_hash
-from node.roles.inbound import InboundEdgeSession
 from node.roles.sink import SinkRole
 from node.sections.input import EdgeInput, InputSection
-from node.transport import DataPlaneServer
 from semiactive import config
 from semiactive.config import ConfigError
 from semiactive.topology import Edge, resolve
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.processes import ROOT, write_config
+from tests.unit.sink_server import served_sink
 
 SCHEMA = plan.Schema((plan.Column("k", plan.INTEGER), plan.Column("v", plan.INTEGER)))
 CODEC = RowCodec(SCHEMA, plan.Kind.STREAM)
@@ -142,20 +140,8 @@ def _partition_edge(index: int = 0) -> Edge:
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[pb_grpc.DataPlaneStub, SinkRole, NodeMetrics]]:
-    edge = _partition_edge()
-    metrics = NodeMetrics("n", "down.p0", "sink")
-    sink = SinkRole("down.p0", InputSection([EdgeInput(edge.id, edge.stream, 0, CODEC)]), metrics, None)
-    session = InboundEdgeSession(edge, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server()
-    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.DataPlaneStub(channel), sink, metrics
-    finally:
-        await channel.close()
-        await server.stop(0)
+    async with served_sink(_partition_edge(), CODEC) as (stub, _, sink, metrics):
+        yield stub, sink, metrics
 
 
 def _hello() -> pb.Frame:

@@ -1,0 +1,39 @@
+"""A sink's inbound session for one edge, served over real gRPC on loopback:
+what the data-plane unit tests talk to."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+
+from ha.views import ViewTable
+from node.codec import RowCodec
+from node.metrics import NodeMetrics
+from node.roles.inbound import InboundEdgeSession
+from node.roles.sink import SinkRole
+from node.sections.input import EdgeInput, InputSection
+from node.transport import DataPlaneServer
+from semiactive.topology import Edge
+from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+
+
+@asynccontextmanager
+async def served_sink(
+    edge: Edge, codec: RowCodec
+) -> AsyncIterator[tuple[pb_grpc.DataPlaneStub, InboundEdgeSession, SinkRole, NodeMetrics]]:
+    """A stub connected to the session, the session, its sink and metrics."""
+    metrics = NodeMetrics("n", edge.consumer, "sink")
+    sink = SinkRole(edge.consumer, InputSection([EdgeInput(edge.id, edge.stream, 0, codec)]), metrics, None)
+    session = InboundEdgeSession(edge, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
+    server = grpc.aio.server()
+    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield pb_grpc.DataPlaneStub(channel), session, sink, metrics
+    finally:
+        await channel.close()
+        await server.stop(0)
