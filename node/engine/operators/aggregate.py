@@ -22,6 +22,7 @@ from node.cql import plan
 from node.engine import expressions
 from node.engine.elements import Element
 from node.engine.operators.base import Operator
+from node.engine.state_codec import state_class
 
 
 def exact_add(partials: list[float], x: float) -> None:
@@ -66,6 +67,7 @@ def exact_sum(partials: Sequence[float]) -> float:
         return math.nan
 
 
+@state_class("v")
 class _Reversed:
     """Orders values descending, for a max-heap of any comparable type."""
 
@@ -81,6 +83,7 @@ class _Reversed:
         return isinstance(other, _Reversed) and self.v == other.v
 
 
+@state_class("largest", "counts", "heap")
 class MinMaxAcc:
     """A multiset with a lazily cleaned heap: deletions may come in any order."""
 
@@ -310,6 +313,8 @@ class AggregateOp(Operator):
     """GROUP BY as one generated loop (see the module doc). A group is a
     list ``[n, row, lin, accumulator slots...]``: ``n`` counts the group's
     rows, ``row`` is the result row last emitted and ``lin`` its lineage."""
+
+    STATE = ("groups",)
 
     def __init__(
         self,

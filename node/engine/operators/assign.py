@@ -64,6 +64,8 @@ class AssignOp(Operator):
     """``candidates``: (name, attribute names) of each candidate, in the
     order of the inputs after R."""
 
+    STATE = ("rows", "picks", "content")
+
     def __init__(
         self,
         selector: int,

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import ClassVar
 
 from node.engine.elements import Element
+from node.engine.state_codec import state_class
 
 EMPTY: list[Element] = []
 
@@ -47,6 +49,11 @@ class Operator:
 
     #: True for operators that emit without new input (fire points).
     timed = False
+
+    #: The attributes that change as the operator runs: a state snapshot
+    #: (Engine.capture_state) captures exactly these; everything else is
+    #: rebuilt from the plan.
+    STATE: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, label: str = "") -> None:
         # Linked by the planner after every operator exists (cycles).
@@ -76,6 +83,7 @@ class Operator:
         return f"<{self.label}>"
 
 
+@state_class("head", "key")
 class OldestHead:
     """The oldest lineage held by keyed FIFO partitions (``[Partition By ..
     Rows N]``) over a monotone input, asked for at every slice: a scan of
@@ -103,6 +111,7 @@ class OldestHead:
         return None if self.head is None else int(self.head[1])
 
 
+@state_class("credit", "low")
 class LowBound:
     """The oldest lineage held by a window over a *non-monotone* input, as a
     bound: never newer than the truth, sometimes older. Scanning the whole

@@ -181,6 +181,8 @@ class WindowAggregateOp(Operator):
     """The fused operator. State: the window buffer, the element count, one
     running sum per SUM/AVG, the last emitted row."""
 
+    STATE = ("buf", "n", "pending", "last", "last_lin", "life", "sums")
+
     timed = True
 
     def __init__(self, spec: plan.WindowSpec, aggregates: Sequence[plan.AggCall], label: str = "") -> None:

@@ -78,6 +78,8 @@ class PartitionAggregateOp(Operator):
     elements per key) and the aggregate's groups, both keyed by the group
     key."""
 
+    STATE = ("parts", "groups", "_oldest", "_low")
+
     def __init__(
         self,
         rows: int,

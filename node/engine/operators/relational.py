@@ -15,6 +15,7 @@ from node.cql import plan
 from node.engine import expressions
 from node.engine.elements import Element, Row
 from node.engine.operators.base import Operator, instants2, merge_by_ts
+from node.engine.state_codec import state_class
 
 
 class SelectOp(Operator):
@@ -50,6 +51,7 @@ class ProjectOp(Operator):
         return self._run(batch)  # type: ignore[no-any-return]
 
 
+@state_class("counts")
 class Multiset:
     """Counts of rows with the lineage of their oldest live copy. A dict keeps
     insertion order, so iterating it is deterministic across processes (a set
@@ -89,6 +91,8 @@ class Multiset:
 
 class DistinctOp(Operator):
     """Set semantics: a row is present once while any copy is present."""
+
+    STATE = ("seen",)
 
     def __init__(self, label: str = "") -> None:
         super().__init__(label)
@@ -140,6 +144,8 @@ class UnionOp(Operator):
     float are converted so equal values compare equal downstream: ``widen``
     says, per input and column, which to convert (a float stays as it is)."""
 
+    STATE = ("seen",)
+
     def __init__(
         self, keep_all: bool, widen: Sequence[Sequence[bool]], kind: plan.Kind, label: str = ""
     ) -> None:
@@ -171,6 +177,8 @@ class ExceptOp(Operator):
     """Multiset difference: a row occurs max(0, left count - right count)
     times. Integer columns that widen to float are converted first, as for
     UNION, so that 2 and 2.0 are the same row."""
+
+    STATE = ("left_rows", "right_rows")
 
     def __init__(self, widen: Sequence[Sequence[bool]] = ((), ()), label: str = "") -> None:
         super().__init__(label)

@@ -23,6 +23,8 @@ class ScanOp(Operator):
     relation input keeps its current content (it is state: a secondary
     rebuilding it needs those inputs)."""
 
+    STATE = ("pending", "content", "_heap")
+
     timed = True
 
     def __init__(self, name: str, kind: plan.Kind) -> None:
@@ -74,6 +76,8 @@ class ToStreamOp(Operator):
 
     Whether a row counts as new depends on the relation at the previous
     instant too, so outputs carry at most the slice's lineage floor."""
+
+    STATE = ("relation",)
 
     def __init__(self, op: plan.StreamOp, label: str = "") -> None:
         super().__init__(label)
@@ -159,6 +163,8 @@ class DelayOp(Operator):
     operator (:meth:`process`). Tuples wait as the shifted batches they
     arrived in (batches of successive slices never overlap in time), so a
     slice of one instant costs one list copy in and one pop out."""
+
+    STATE = ("pending",)
 
     timed = True
 

@@ -68,6 +68,8 @@ class RangeWindowOp(Operator):
     case in a recursive program, expires and enters without a per-tuple
     loop)."""
 
+    STATE = ("buf", "_first_lin", "_low")
+
     timed = True
 
     def __init__(self, range_ms: int | None, width: int, monotone: bool, label: str = "") -> None:
@@ -111,6 +113,8 @@ class SlidingRangeWindowOp(Operator):
     """``[Range T Slide L]``: at instant t the relation holds the tuples with
     ``b - T <= ts <= b``, ``b = floor(t / L) * L``. A tuple enters at the
     first multiple of L >= ts and leaves at the first multiple of L > ts + T."""
+
+    STATE = ("waiting", "active", "_low")
 
     timed = True
 
@@ -164,6 +168,8 @@ class RowsWindowOp(Operator):
     reaches a multiple of M; ``pending`` (arrived, not yet visible) is then the
     history-dependent counter reported to the HA layer.
     """
+
+    STATE = ("buf", "pending", "_low")
 
     def __init__(self, rows: int, slide: int, monotone: bool, label: str = "") -> None:
         super().__init__(label)
@@ -263,6 +269,8 @@ def process(self, batch, t_hi):
 class PartitionWindowOp(Operator):
     """``[Partition By keys Rows N]``: the last N tuples of each partition
     (``keys`` are column positions); a generated loop."""
+
+    STATE = ("parts", "_oldest", "_low")
 
     def __init__(self, keys: Sequence[int], rows: int, width: int, monotone: bool, label: str = "") -> None:
         super().__init__(label)
