@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+
 class StateFormatError(ValueError):
     """Bytes that are not a state this codec wrote (truncated, forged, or
     from another version)."""
@@ -157,13 +158,14 @@ class _Decoder:
         return out
 
     def _object(self, node: list[Any]) -> Any:
-        registered = STATE_CLASSES.by_name.get(node[1]) if len(node) >= 2 and isinstance(node[1], str) else None
+        name = node[1] if len(node) >= 2 else None
+        registered = STATE_CLASSES.by_name.get(name) if isinstance(name, str) else None
         if registered is None:
             raise StateFormatError(f"no state class {node[1:2]!r}")
         cls, attributes = registered
         if len(node) != 2 + len(attributes):
             raise StateFormatError(f"a {cls.__name__} in a state snapshot has the wrong number of fields")
-        out = cls.__new__(cls)
+        out: Any = object.__new__(cls)
         self.objects.append(out)
         for name, field in zip(attributes, node[2:], strict=True):
             setattr(out, name, self.value(field))

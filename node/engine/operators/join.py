@@ -22,8 +22,8 @@ NO_MATCH = object()  # the key of a row whose join key has a NULL
 
 
 class JoinOp(Operator):
-
     STATE = ("left_syn", "right_syn")
+
     def __init__(
         self,
         left_key: Sequence[plan.Expr],
