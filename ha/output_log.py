@@ -120,7 +120,12 @@ class OutputLog:
         if seq > cursors.acked:
             cursors.acked = seq
         if point is not None and edge in point.edge_cut:
-            if cursors.point is None or point.position >= cursors.point.position:
+            # A point with a lower cut would need rows already released (a
+            # new primary whose own state snapshots lag its predecessor's).
+            held = cursors.point
+            if held is None or (
+                point.position >= held.position and point.edge_cut[edge] >= held.edge_cut.get(edge, 0)
+            ):
                 cursors.point = point
             self.release(edge, point.edge_cut[edge])
 

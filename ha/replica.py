@@ -24,10 +24,12 @@ import enum
 from collections.abc import Mapping
 
 from ha.output_log import UNBOUNDED, OutputLog
-from ha.resync import ResyncPoint, Snapshot, SnapshotLog
+from ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateSnapshot
 from ha.stage import HaMode, StageSpec
 from node.codec import RowCodec
+from node.engine import state
 from node.engine.elements import Element
+from node.engine.state_codec import StateFormatError
 from node.sections.input import EdgeInput, InputSection
 from node.sections.mqo import MqoSection
 from node.sections.operator import CostSchedule, OperatorSection
@@ -58,12 +60,15 @@ class StageReplica:
         consumer_batch: Mapping[str, int],
         capacity: int = 1_000_000,
         run_rows: int | None = None,
+        snapshot_rows: int = 0,
     ) -> None:
         """``consumer_batch``: per output edge id, the batch size B its
         consumer's HA mode asks for. ``run_rows``: at most about that many
         input rows per :meth:`run` (whole instants; :attr:`more` says when
         rows were left), so that a node can answer heartbeats between runs;
-        None takes everything ready."""
+        None takes everything ready. ``snapshot_rows``: when the rows a
+        Level-1 cut would keep reach that many, capture the operator state
+        so that the cut can pass them (0: never)."""
         assert (stage.program is not None or stage.mqo is not None) and stage.output is not None
         self.node = node
         self.stage = stage
@@ -71,6 +76,7 @@ class StageReplica:
         self.consumer_batch = dict(consumer_batch)
         self.capacity = capacity
         self.run_rows = run_rows
+        self.snapshot_rows = snapshot_rows
         self.warmup: ResyncPoint | None = None
         self.resyncs = 0
         self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
@@ -96,6 +102,7 @@ class StageReplica:
             assert stage.program is not None
             self.operator = OperatorSection(stage.program, stage.output, cost, lineage=True)
         self.snapshots = SnapshotLog()
+        self.captured: StateSnapshot | None = None  # the latest operator state captured or restored
 
     # -- input ------------------------------------------------------------------------
 
@@ -118,7 +125,20 @@ class StageReplica:
         return True
 
     def resync(self, point: ResyncPoint) -> None:
+        """Rebuild from ``point``. A state it carries that is not one of this
+        program raises :class:`~node.engine.state_codec.StateFormatError`,
+        and the replica is left as it was."""
+        before = (self.inputs, self.operator, self.snapshots, self.captured)
         self._build()
+        if point.state is not None:
+            try:
+                if not isinstance(self.operator, OperatorSection):
+                    raise StateFormatError("an MQO stage has no state snapshots")
+                state.restore(self.operator.engine, point.state.data)
+            except ValueError:
+                self.inputs, self.operator, self.snapshots, self.captured = before
+                raise
+            self.captured = point.state
         self.log.reset(point.out_seq)
         self.inputs.restart(point.cut_position, point.edge_cut)
         # Other input edges may already have delivered rows past their cut:
@@ -172,10 +192,19 @@ class StageReplica:
 
     def _snapshot(self) -> None:
         position = self.inputs.position
-        low = self.operator.engine.state_low()
+        engine = self.operator.engine
+        low = engine.state_low()
         cut = position + 1 if low is None else min(low, position + 1)
+        held = self.captured
+        if held is None or cut > held.position:
+            held = None  # the state no longer covers rows the cut would keep
+        else:
+            cut = held.position + 1
+        if self.snapshot_rows and position + 1 - cut >= self.snapshot_rows and isinstance(self.operator, OperatorSection):
+            held = self.captured = StateSnapshot(position, state.capture(self.operator.engine))
+            cut = position + 1
         self.snapshots.record(
-            Snapshot(position, self.log.head, cut, self.operator.engine.counters(), self.operator.time)
+            Snapshot(position, self.log.head, cut, engine.counters(), self.operator.time, held)
         )
 
     @property
@@ -217,6 +246,7 @@ class StageReplica:
             edge_cut=edge_cut,
             counters=snap.counters,
             time=snap.time,
+            state=snap.state,
         )
 
     def forget_unneeded(self) -> None:

@@ -23,6 +23,18 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class StateSnapshot:
+    """The operator state after input position ``position``, as the bytes of
+    ``node.engine.state.capture``. A point that carries one lets a rebuild
+    start from its state with rows from ``position + 1`` on, however old the
+    rows the state depends on: the cut of a program that keeps some row for
+    the whole run can move on."""
+
+    position: int
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ResyncPoint:
     position: int  # stage-local input position of the snapshot
     out_seq: int  # output seq reached after processing up to position
@@ -30,15 +42,17 @@ class ResyncPoint:
     edge_cut: dict[str, int] = field(default_factory=dict)  # per input edge: first seq needed
     counters: tuple[tuple[int, ...], ...] = ()
     time: int = 0  # engine time (instant) of the snapshot
+    state: StateSnapshot | None = None  # restored first; then cut_position == state.position + 1
 
 
 @dataclass(frozen=True)
 class Snapshot:
     position: int
     out_seq: int
-    low: int  # cut position: min(state_low, position + 1)
+    low: int  # cut position: min(state_low, position + 1), or past the state's position
     counters: tuple[tuple[int, ...], ...]
     time: int
+    state: StateSnapshot | None = None
 
 
 class SnapshotLog:

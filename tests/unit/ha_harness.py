@@ -49,8 +49,10 @@ def source_rows(n: int, seed: int, per_ts: int = 2) -> list[Element]:
     return rows
 
 
-def replica(stage: Stage, mode: Mode = Mode.PRIMARY, name: str = "r") -> StageReplica:
-    return StageReplica(name, stage, mode, {e.id: UNBOUNDED for e in stage.outputs})
+def replica(stage: Stage, mode: Mode = Mode.PRIMARY, name: str = "r", snapshot_rows: int = 0) -> StageReplica:
+    return StageReplica(
+        name, stage, mode, {e.id: UNBOUNDED for e in stage.outputs}, snapshot_rows=snapshot_rows
+    )
 
 
 def feed(rep: StageReplica, inputs: dict[str, list[Element]], rnd: random.Random, end: int) -> list[int]:

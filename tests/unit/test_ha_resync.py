@@ -18,6 +18,7 @@ from ha.output_log import UNBOUNDED
 from ha.replica import Mode, StageReplica
 from ha.resync import ResyncPoint
 from node.engine.elements import Element
+from node.engine.state_codec import StateFormatError
 from semiactive.topology import Stage
 from tests.unit.ha_harness import build_topology, feed, replica, source_rows
 
@@ -33,16 +34,21 @@ STAGES = {
         "ISTREAM(SELECT a.id, b.val FROM s0 [Rows 6] AS a, s0 [Now] AS b WHERE a.val % 10 = b.val % 10)"
     ),
     "now window": "ISTREAM(SELECT val / 100 AS bucket FROM s0 [Now])",
+    "unbounded group by": (
+        "ISTREAM(SELECT val % 4 AS k, SUM(val) AS s FROM s0 [Range Unbounded] GROUP BY val % 4)"
+    ),
     "nested aggregate": (
         "ISTREAM(SELECT MAX(s) AS m FROM (ISTREAM(SELECT SUM(val) AS s FROM s0 [Rows 4])) [Rows 3] AS x)"
     ),
 }
 
 
-def _check(stage: Stage, inputs: dict[str, list[Element]], seed: int) -> int:
+def _check(
+    stage: Stage, inputs: dict[str, list[Element]], seed: int, snapshot_rows: int = 0
+) -> tuple[int, int]:
     rnd = random.Random(seed)
     end = max(r[0] for rows in inputs.values() for r in rows) + 5
-    primary = replica(stage)
+    primary = replica(stage, snapshot_rows=snapshot_rows)
     points: list[ResyncPoint] = []
     out_edge = stage.outputs[0].id
     expected: list[tuple[object, ...]] = []
@@ -64,6 +70,9 @@ def _check(stage: Stage, inputs: dict[str, list[Element]], seed: int) -> int:
         point = primary.level1()
         if point is not None:
             assert point.out_seq <= acked
+            assert point.state is None or point.cut_position == point.state.position + 1
+            if points:
+                assert point.cut_position >= points[-1].cut_position
             points.append(point)
     assert len(expected) == primary.log.head
     for point in points:
@@ -77,21 +86,75 @@ def _check(stage: Stage, inputs: dict[str, list[Element]], seed: int) -> int:
             point.position,
             point.cut_position,
         )
-    # Count points in the middle of the output, not only at its start.
-    return sum(1 for p in points if p.out_seq > 0)
+    # Count points in the middle of the output, not only at its start, and
+    # those that carry a state (a window reaching back past snapshot_rows).
+    return sum(1 for p in points if p.out_seq > 0), sum(p.state is not None for p in points)
 
 
+@pytest.mark.parametrize("snapshot_rows", [0, 9])
 @pytest.mark.parametrize("kind", list(STAGES))
 def test_a_replica_rebuilt_from_any_level1_point_emits_what_the_primary_emits(
-    tmp_path: Path, kind: str
+    tmp_path: Path, kind: str, snapshot_rows: int
 ) -> None:
+    """With ``snapshot_rows``, points past a window's rows carry the
+    operator state, and the rebuild starts from it."""
     topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES[kind]}"])
     stage = topo.stages["stage-1"]
-    checked = 0
+    checked = with_state = 0
     for seed in range(6):
         rows = source_rows(160, seed)
-        checked += _check(stage, {stage.inputs[0].id: rows}, seed)
+        counts = _check(stage, {stage.inputs[0].id: rows}, seed, snapshot_rows)
+        checked += counts[0]
+        with_state += counts[1]
     assert checked >= 12
+    if snapshot_rows and kind in ("rows aggregate with slide", "group by over rows", "unbounded group by"):
+        assert with_state >= 6
+
+
+def test_a_state_snapshot_lets_the_cut_of_an_unbounded_window_move_on(tmp_path: Path) -> None:
+    """Without snapshots, a [Range Unbounded] aggregate pins the cut at its
+    first row for good; with them, the cut follows the snapshots."""
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
+    stage = topo.stages["stage-1"]
+    edge, out = stage.inputs[0].id, stage.outputs[0].id
+    rows = source_rows(1000, 3, per_ts=1)
+    cuts = {}
+    for snapshot_rows in (0, 100):
+        rep = replica(stage, snapshot_rows=snapshot_rows)
+        for start in range(0, 1000, 10):
+            part = rows[start : start + 10]
+            rep.receive(edge, part[0][1], part, part[-1][0], False)
+            rep.run()
+        head = rep.log.head
+        rep.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
+        point = rep.level1()
+        assert point is not None
+        cuts[snapshot_rows] = (point.cut_position, point.state is not None)
+    assert cuts[0] == (1, False)
+    assert cuts[100][1] and 900 < cuts[100][0] <= 1001
+
+
+def test_a_point_whose_state_is_not_of_this_program_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    one = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"]).stages["stage-1"]
+    two = build_topology(tmp_path / "other", [f"REGISTER QUERY s1 AS {STAGES['distinct']}"]).stages["stage-1"]
+    rep = replica(one, snapshot_rows=5)
+    rows = source_rows(50, 1)
+    rep.receive(one.inputs[0].id, 1, rows, rows[-1][0], False)
+    rep.run()
+    head = rep.log.head
+    out = one.outputs[0].id
+    rep.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
+    point = rep.level1()
+    assert point is not None and point.state is not None
+    other = replica(two, Mode.SECONDARY)
+    before = (other.inputs, other.operator, other.log.head)
+    with pytest.raises(StateFormatError):
+        other.resync(
+            ResyncPoint(point.position, 0, point.cut_position, {two.inputs[0].id: 1}, state=point.state)
+        )
+    assert (other.inputs, other.operator, other.log.head) == before
+    assert other.warmup is None
 
 
 def test_windows_hold_the_cut_back_and_stateless_stages_do_not(tmp_path: Path) -> None:
@@ -137,7 +200,8 @@ def test_two_input_stage_translates_the_cut_to_each_edge(tmp_path: Path) -> None
     for seed in range(5):
         rows_a = source_rows(120, seed)
         rows_b = source_rows(90, seed + 100)
-        assert _check(stage, {a.id: rows_a, b.id: rows_b}, seed) > 0
+        assert _check(stage, {a.id: rows_a, b.id: rows_b}, seed)[0] > 0
+        assert _check(stage, {a.id: rows_a, b.id: rows_b}, seed, snapshot_rows=3)[0] > 0
 
 
 def test_a_secondary_forgets_input_positions_its_consumers_no_longer_need(tmp_path: Path) -> None:
