@@ -200,7 +200,11 @@ class StageReplica:
             held = None  # the state no longer covers rows the cut would keep
         else:
             cut = held.position + 1
-        if self.snapshot_rows and position + 1 - cut >= self.snapshot_rows and isinstance(self.operator, OperatorSection):
+        if (
+            self.snapshot_rows
+            and position + 1 - cut >= self.snapshot_rows
+            and isinstance(self.operator, OperatorSection)
+        ):
             held = self.captured = StateSnapshot(position, state.capture(self.operator.engine))
             cut = position + 1
         self.snapshots.record(

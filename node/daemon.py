@@ -34,7 +34,7 @@ from node.codec import RowCodec
 from node.coordinator_link import CoordinatorLink
 from node.events import EventLog
 from node.health import Health
-from node.messages import point_from_pb, point_to_pb, view_from_pb, view_to_pb
+from node.messages import point_to_pb, view_from_pb, view_to_pb
 from node.metrics import NodeMetrics
 from node.network import Network, insecure
 from node.outbound import Outbound
@@ -294,8 +294,7 @@ class NodeDaemon:
             self.record_refusal("ack", caller, refusal)
             raise Rejected(grpc.StatusCode.PERMISSION_DENIED, refusal)
         if self.replica is not None:
-            point = point_from_pb(notice.point) if notice.HasField("point") else None
-            self.replica.on_notice(notice, point)
+            self.replica.on_notice(notice)
 
     async def _sink_acks(self) -> None:
         assert self.sink is not None and self.stage is not None

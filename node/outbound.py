@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping
 
 from ha.output_log import OutputLog
 from ha.routing import backup_target, data_target
+from ha.state_transfer import StateTransferError
 from ha.views import ViewTable
 from node.codec import RowCodec
 from node.events import EventLog
-from node.messages import point_from_pb
+from node.messages import chunk_from_pb, point_from_pb
 from node.metrics import NodeMetrics
 from node.network import Network
 from node.transport import EdgeSender, RefusalHandler
@@ -148,11 +149,23 @@ class Outbound:
             return  # secondaries do not acknowledge
         if body == "level0":
             self.log.acknowledge(sender.edge, feedback.level0.seq)
+        elif body == "state":
+            try:
+                sender.states.add(chunk_from_pb(feedback.state))
+            except StateTransferError as exc:
+                log.warning("%s: a state chunk from %s refused: %s", sender.edge, sender.target, exc)
         elif body == "level1":
             consumer = sender.edge.split("->", 1)[1]
             if self.views.stale(consumer, feedback.level1.epoch):
                 return  # a replaced consumer primary
-            self.log.acknowledge(sender.edge, sender.acked, point_from_pb(feedback.level1.point))
+            try:
+                point = point_from_pb(feedback.level1.point, sender.states)
+            except StateTransferError as exc:
+                # Rows before its cut stay: without the state, nothing could
+                # rebuild the consumer from them.
+                log.warning("%s: a Level-1 point from %s not applied: %s", sender.edge, sender.target, exc)
+                return
+            self.log.acknowledge(sender.edge, sender.acked, point)
         if not self.log.full:
             self.room.set()
         if self.on_acknowledged is not None:

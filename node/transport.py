@@ -26,11 +26,12 @@ from google.protobuf.message import DecodeError
 
 from ha.output_log import OutputLog
 from ha.resync import ResyncPoint
+from ha.state_transfer import StateAssembler, chunks
 from node import clock
 from node.codec import CodecError, RowCodec
 from node.connections import elided_stamps
 from node.engine.elements import Element
-from node.messages import point_to_pb
+from node.messages import chunk_to_pb, point_to_pb
 from node.network import Network, insecure
 from node.partitions import owned_bitmap
 from node.tls import caller
@@ -115,6 +116,8 @@ class InboundStream:
         # not sent again (acks are cumulative; a new stream starts afresh).
         self.level0_sent = -1
         self.level1_sent: pb.Level1 | None = None
+        self.state_sent: int | None = None  # position of the operator state sent ahead of Level-1
+        self.states = StateAssembler()  # states the producer sends ahead of a resync point
         self.closing: asyncio.Future[tuple[grpc.StatusCode, str]] = asyncio.get_running_loop().create_future()
 
     def close(self, code: grpc.StatusCode, message: str) -> None:
@@ -288,6 +291,11 @@ class EdgeSender:
         self.rows_sent = 0
         self.frames_sent = 0
         self.points_sent = 0
+        # Operator states: those the consumer sent ahead of its Level-1
+        # points (read by the output section), and the position of the last
+        # one written on the current stream (each stream gets it once).
+        self.states = StateAssembler()
+        self.state_sent: int | None = None
         self.last_error = ""
         self._stopped = False
         self.refused = False
@@ -381,6 +389,8 @@ class EdgeSender:
         if self.welcome_seq is None:
             self.welcome_seq = wanted
         point, start = self.log.start_for(self.edge, wanted)
+        self.state_sent = None
+        self.states = StateAssembler()
         if point is not None:
             await self._write_point(call, point)
         self.sent = start - 1
@@ -437,6 +447,12 @@ class EdgeSender:
     async def _write_point(
         self, call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback], point: ResyncPoint
     ) -> None:
+        if point.state is not None and point.state.position != self.state_sent:
+            for chunk in chunks(point.state):
+                piece = pb.Frame(state=chunk_to_pb(chunk))
+                await self._write(call, piece)
+                self._count(piece.ByteSize())
+            self.state_sent = point.state.position
         frame = pb.Frame(resync=point_to_pb(point))
         await self._write(call, frame)
         self.points_sent += 1

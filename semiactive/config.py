@@ -351,6 +351,10 @@ class ClusterConfig(_Model):
     window_bounds: Literal["closed", "half-open"] = "closed"
     connect_timeout_ms: Annotated[int, Field(ge=100)] = 10_000
     queue_rows: Annotated[int, Field(ge=64)] = 50_000
+    # When the rows a stage's Level-1 cut keeps reach this many, the stage
+    # snapshots its operator state so that the cut can move past them (a
+    # program that keeps some row for the whole run). 0: never.
+    snapshot_rows: Annotated[int, Field(ge=0)] = 0
     # 0: no periodic samples (events are always written).
     telemetry_interval_ms: Annotated[int, Field(ge=0, le=60_000)] = 250
     sources: list[SourceConfig] = Field(default_factory=list)
@@ -359,6 +363,15 @@ class ClusterConfig(_Model):
     spares: list[Annotated[str, Field(pattern=NAME)]] = Field(default_factory=list)
     endpoints: dict[str, Endpoint] = Field(default_factory=dict)
     network: NetworkConfig | None = None
+
+    @model_validator(mode="after")
+    def _snapshot_before_full(self) -> ClusterConfig:
+        if self.snapshot_rows >= self.queue_rows:
+            raise ValueError(
+                f"snapshot_rows ({self.snapshot_rows}) must be below queue_rows ({self.queue_rows}): "
+                "a full output log stalls before any snapshot is taken"
+            )
+        return self
 
     @property
     def timeout_ms(self) -> int:

@@ -699,13 +699,13 @@ def retention_notes(topology: Topology) -> list[str]:
             continue
         seen.add(id(program))
         lasting = lasting_state(program, stage.output)
-        if lasting:
+        if lasting and not topology.config.snapshot_rows:
             name = stage.name.rsplit(".p", 1)[0] if stage.partition is not None else stage.name
             notes.append(
                 f"note: stage {name} keeps rows for the whole run ({'; '.join(lasting)}): its Level-1 cut "
                 "stops at the first of them, so its producers retain all they send it from there on, up to "
-                f"queue_rows ({topology.config.queue_rows}) rows each, and then wait (docs/ha.md, "
-                '"Retention")'
+                f"queue_rows ({topology.config.queue_rows}) rows each, and then wait; set snapshot_rows to "
+                'let the cut move on (docs/ha.md, "Retention")'
             )
     return notes
 

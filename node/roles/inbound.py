@@ -24,12 +24,13 @@ from typing import Protocol
 
 import grpc
 
-from ha.resync import ResyncPoint
+from ha.resync import ResyncPoint, StateSnapshot
+from ha.state_transfer import StateTransferError, chunks
 from ha.views import ViewTable
 from node.codec import CodecError, RowCodec
 from node.connections import elided_rows
 from node.engine.elements import Element
-from node.messages import point_from_pb
+from node.messages import chunk_from_pb, chunk_to_pb, point_from_pb
 from node.metrics import NodeMetrics
 from node.partitions import owned_flags
 from node.sections.input import RowOrderError, SeqGapError
@@ -181,8 +182,16 @@ class InboundEdgeSession:
                 self.receive_s += time.perf_counter() - started
             if batch.count > new:
                 self.metrics.duplicates.labels(self.edge.id).inc(batch.count - new)
+        elif body == "state":
+            try:
+                stream.states.add(chunk_from_pb(frame.state))
+            except StateTransferError as exc:
+                raise self._refuse(stream, "state", str(exc)) from None
         elif body == "resync":
-            rewind = self.receiver.receive_point(self.edge.id, point_from_pb(frame.resync))
+            try:
+                rewind = self.receiver.receive_point(self.edge.id, point_from_pb(frame.resync, stream.states))
+            except ValueError as exc:  # no such state, or not one of this program
+                raise self._refuse(stream, "state", str(exc)) from None
             rewind.discard(self.edge.id)
             if rewind:
                 self.on_rewind(rewind)
@@ -243,11 +252,15 @@ class InboundEdgeSession:
         self.metrics.frames_refused.labels(self.edge.id, reason).inc()
         return Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"frame refused ({reason}): {detail}")
 
-    def ack(self, seq: int, point: pb.ResyncPoint | None, epoch: int) -> None:
+    def ack(
+        self, seq: int, point: pb.ResyncPoint | None, epoch: int, state: StateSnapshot | None = None
+    ) -> None:
         """Level-0 and Level-1 on the data streams (secondaries' backup
         streams carry no acknowledgements), each only if it changed since
         the stream last got one: a stage acks every few milliseconds, and
-        the point of a large program is hundreds of counters."""
+        the point of a large program is hundreds of counters. ``state``:
+        the operator state ``point`` refers to, sent ahead of it once per
+        stream."""
         level1 = None if point is None else pb.Level1(point=point, epoch=epoch)
         for stream in self.streams:
             if stream.hello.channel != pb.DATA:
@@ -255,6 +268,10 @@ class InboundEdgeSession:
             if seq != stream.level0_sent:
                 stream.feedback.send(pb.Feedback(level0=pb.Level0(seq=seq)))
                 stream.level0_sent = seq
+            if state is not None and state.position != stream.state_sent:
+                for chunk in chunks(state):
+                    stream.feedback.send(pb.Feedback(state=chunk_to_pb(chunk)))
+                stream.state_sent = state.position
             if level1 is not None and level1 != stream.level1_sent:
                 stream.feedback.send(pb.Feedback(level1=level1))
                 stream.level1_sent = level1

@@ -26,14 +26,15 @@ import grpc
 
 from ha.detector import FailureDetector
 from ha.replica import Mode, StageReplica
-from ha.resync import ResyncPoint
+from ha.resync import ResyncPoint, StateSnapshot
 from ha.routing import consumer_batch_sizes, producer_secondary
+from ha.state_transfer import StateAssembler, StateTransferError, chunks
 from ha.views import StageView, ViewTable
 from node import clock
 from node.connections import Candidate, ConnectionTable
 from node.engine.elements import Element
 from node.events import EventLog
-from node.messages import point_to_pb, view_to_pb
+from node.messages import chunk_from_pb, chunk_to_pb, point_from_pb, point_to_pb, view_to_pb
 from node.metrics import NodeMetrics
 from node.outbound import Outbound
 from node.peers import Peers
@@ -95,6 +96,7 @@ class ReplicaRole:
             consumer_batch_sizes(topology, stage),
             capacity=cfg.queue_rows,
             run_rows=RUN_ROWS,
+            snapshot_rows=cfg.snapshot_rows,
         )
         self.outbound = Outbound(
             node,
@@ -125,6 +127,13 @@ class ReplicaRole:
         self.tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._ack_soon: asyncio.TimerHandle | None = None
+        # Operator states to and from producers' secondaries (by notices):
+        # which state each secondary has been sent (keyed by the producer
+        # stage's view version, so a new secondary gets it again), the ones
+        # being sent, and the states our consumers send us as a secondary.
+        self._notice_state: dict[tuple[str, str, int], int] = {}
+        self._notifying: set[tuple[str, str, int]] = set()
+        self._notice_states: dict[str, StateAssembler] = {}
         self._last_acks = 0.0
         self.detected_at: float | None = None
         self.recovery_target: int | None = None
@@ -210,7 +219,13 @@ class ReplicaRole:
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         if not self.replica.receive_point(edge, point):
             return set()
-        self.events.emit("resync", stage=self.stage.name, position=point.position, cut=point.cut_position)
+        self.events.emit(
+            "resync",
+            stage=self.stage.name,
+            position=point.position,
+            cut=point.cut_position,
+            state=point.state is not None,
+        )
         rewind, self.replica.rewind = self.replica.rewind, set()
         self.wake.set()
         return rewind
@@ -361,28 +376,56 @@ class ReplicaRole:
         # One message for every edge: a point holds a counter tuple per
         # operator (hundreds in a large program).
         point = None if level1 is None else point_to_pb(level1)
+        state = None if level1 is None else level1.state
         epoch = self.views[self.stage.name].epoch
         for edge in self.stage.inputs:
             seq = self.replica.level0(edge.id)
             session = self.sessions.get(edge.id)
             if session is not None:
-                session.ack(seq, point, epoch)
+                session.ack(seq, point, epoch, state)
             secondary = producer_secondary(self.views, edge)
             if secondary is not None and secondary != self.node:
                 notice = pb.AckNotice(edge=edge.id, sender=self.node, epoch=epoch, seq=seq)
                 if point is not None:
                     notice.point.CopyFrom(point)
-                self._spawn(self._notify(secondary, notice))
+                key = (edge.id, secondary, self.views[edge.producer].version)
+                if key in self._notifying:
+                    continue  # a state is on its way there; the point follows it
+                if state is not None and self._notice_state.get(key) != state.position:
+                    self._notifying.add(key)
+                    self._spawn(self._notify_state(key, notice, state))
+                else:
+                    self._spawn(self._notify(secondary, notice))
 
     async def _notify(self, node: str, notice: pb.AckNotice) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError):
             await self.peers.data(node).Ack(notice, timeout=1.0)
 
-    def on_notice(self, notice: pb.AckNotice, point: ResyncPoint | None) -> None:
-        """A consumer's Level-0 (and point) reaching us as its producer's
-        secondary: trim the output queue. A notice for an edge that is not
-        one of this stage's outputs (malformed, or another stage's) is
-        refused with a log line: it must never raise in the Ack handler."""
+    async def _notify_state(
+        self, key: tuple[str, str, int], notice: pb.AckNotice, state: StateSnapshot
+    ) -> None:
+        """The state a point refers to, a chunk per notice, then the point."""
+        edge, node, _ = key
+        try:
+            stub = self.peers.data(node)
+            for chunk in chunks(state):
+                piece = pb.AckNotice(edge=edge, sender=self.node, epoch=notice.epoch, seq=notice.seq)
+                piece.state.CopyFrom(chunk_to_pb(chunk))
+                await stub.Ack(piece, timeout=10.0)
+            await stub.Ack(notice, timeout=1.0)
+            self._notice_state[key] = state.position
+        except grpc.aio.AioRpcError:
+            pass  # sent again at a later round
+        finally:
+            self._notifying.discard(key)
+
+    def on_notice(self, notice: pb.AckNotice) -> None:
+        """A consumer's Level-0 (and point, or a piece of the state a later
+        point refers to) reaching us as its producer's secondary: trim the
+        output queue. A notice for an edge that is not one of this stage's
+        outputs (malformed, or another stage's), or whose state does not
+        add up, is refused with a log line: it must never raise in the Ack
+        handler."""
         edge = next((e for e in self.stage.outputs if e.id == notice.edge), None)
         if edge is None or notice.edge not in self.replica.log.edges:
             log.warning(
@@ -395,6 +438,18 @@ class ReplicaRole:
             return
         if self.views.stale(edge.consumer, notice.epoch):
             return
+        states = self._notice_states.setdefault(notice.edge, StateAssembler())
+        point = None
+        try:
+            if notice.HasField("state"):
+                states.add(chunk_from_pb(notice.state))
+            elif notice.HasField("point"):
+                point = point_from_pb(notice.point, states)
+        except StateTransferError as exc:
+            # Without the state, rows before the point's cut stay.
+            log.warning(
+                "%s: a notice from %s on %s not applied: %s", self.node, notice.sender, notice.edge, exc
+            )
         self.replica.acknowledged(notice.edge, notice.seq, point)
 
     # -- failure detection and takeover ------------------------------------------------------

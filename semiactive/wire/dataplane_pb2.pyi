@@ -71,7 +71,7 @@ class Batch(_message.Message):
     def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., elided_ts: _Optional[_Iterable[int]] = ..., owned: _Optional[bytes] = ...) -> None: ...
 
 class ResyncPoint(_message.Message):
-    __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "counters", "time")
+    __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "counters", "time", "state_position")
     class EdgeCutEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -85,13 +85,27 @@ class ResyncPoint(_message.Message):
     EDGE_CUT_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    STATE_POSITION_FIELD_NUMBER: _ClassVar[int]
     position: int
     out_seq: int
     cut_position: int
     edge_cut: _containers.ScalarMap[str, int]
     counters: _containers.RepeatedCompositeFieldContainer[Counters]
     time: int
-    def __init__(self, position: _Optional[int] = ..., out_seq: _Optional[int] = ..., cut_position: _Optional[int] = ..., edge_cut: _Optional[_Mapping[str, int]] = ..., counters: _Optional[_Iterable[_Union[Counters, _Mapping]]] = ..., time: _Optional[int] = ...) -> None: ...
+    state_position: int
+    def __init__(self, position: _Optional[int] = ..., out_seq: _Optional[int] = ..., cut_position: _Optional[int] = ..., edge_cut: _Optional[_Mapping[str, int]] = ..., counters: _Optional[_Iterable[_Union[Counters, _Mapping]]] = ..., time: _Optional[int] = ..., state_position: _Optional[int] = ...) -> None: ...
+
+class StateChunk(_message.Message):
+    __slots__ = ("position", "total", "offset", "data")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    total: int
+    offset: int
+    data: bytes
+    def __init__(self, position: _Optional[int] = ..., total: _Optional[int] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class Counters(_message.Message):
     __slots__ = ("values",)
@@ -100,14 +114,16 @@ class Counters(_message.Message):
     def __init__(self, values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Frame(_message.Message):
-    __slots__ = ("hello", "batch", "resync")
+    __slots__ = ("hello", "batch", "resync", "state")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     batch: Batch
     resync: ResyncPoint
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., resync: _Optional[_Union[ResyncPoint, _Mapping]] = ...) -> None: ...
+    state: StateChunk
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., resync: _Optional[_Union[ResyncPoint, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("next_seq", "idle_from")
@@ -138,27 +154,31 @@ class Level1(_message.Message):
     def __init__(self, point: _Optional[_Union[ResyncPoint, _Mapping]] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class Feedback(_message.Message):
-    __slots__ = ("welcome", "level0", "level1", "interest")
+    __slots__ = ("welcome", "level0", "level1", "interest", "state")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     LEVEL0_FIELD_NUMBER: _ClassVar[int]
     LEVEL1_FIELD_NUMBER: _ClassVar[int]
     INTEREST_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     level0: Level0
     level1: Level1
     interest: Interest
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., level0: _Optional[_Union[Level0, _Mapping]] = ..., level1: _Optional[_Union[Level1, _Mapping]] = ..., interest: _Optional[_Union[Interest, _Mapping]] = ...) -> None: ...
+    state: StateChunk
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., level0: _Optional[_Union[Level0, _Mapping]] = ..., level1: _Optional[_Union[Level1, _Mapping]] = ..., interest: _Optional[_Union[Interest, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
 
 class AckNotice(_message.Message):
-    __slots__ = ("edge", "sender", "epoch", "seq", "point")
+    __slots__ = ("edge", "sender", "epoch", "seq", "point", "state")
     EDGE_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     POINT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     edge: str
     sender: str
     epoch: int
     seq: int
     point: ResyncPoint
-    def __init__(self, edge: _Optional[str] = ..., sender: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., point: _Optional[_Union[ResyncPoint, _Mapping]] = ...) -> None: ...
+    state: StateChunk
+    def __init__(self, edge: _Optional[str] = ..., sender: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., point: _Optional[_Union[ResyncPoint, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
