@@ -705,7 +705,7 @@ def retention_notes(topology: Topology) -> list[str]:
                 f"note: stage {name} keeps rows for the whole run ({'; '.join(lasting)}): its Level-1 cut "
                 "stops at the first of them, so its producers retain all they send it from there on, up to "
                 f"queue_rows ({topology.config.queue_rows}) rows each, and then wait; set snapshot_rows to "
-                'let the cut move on (docs/ha.md, "Retention")'
+                'let the cut move on (docs/ha.md, "Retention and state snapshots")'
             )
     return notes
 

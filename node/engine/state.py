@@ -1,10 +1,10 @@
 """An engine's state as bytes, and an engine rebuilt from them.
 
-Why: a replica that rebuilds today replays every input row since the
-Level-1 cut, and a program whose state keeps some row for the whole run
-(Linear Road's accounts) pins that cut at its first row (docs/ha.md,
-"Retention"). With the state at position p in hand, a rebuild starts at
-p + 1 instead.
+Why: a replica rebuilds by replaying every input row since the Level-1
+cut, and a program whose state keeps some row for the whole run (Linear
+Road's accounts) pins that cut at its first row. With the state at
+position p in hand, a rebuild starts at p + 1 instead (docs/ha.md,
+"Retention and state snapshots").
 
 What is captured: the engine's time and, per operator in plan order, the
 attributes it lists in ``STATE`` (windows' buffers, groups, multisets,

@@ -7,13 +7,15 @@ ints, floats, strings and None, plus a few small classes of the engine's
 own (multisets, heaps of MIN/MAX, lineage bounds) registered here by name
 with the attributes they are rebuilt from.
 
-The bytes are JSON (exact for floats, NaN and infinities included) of a
-tagged tree: a scalar stands for itself; a list ``[tag, ...]`` for a
-container or object. Mutable containers and objects are numbered as they
-are first met, and a second reference to one is written as ``["@", n]``, so
-state that shares an object (two windows over one buffer) gets one shared
-object back. Decoding builds only the types listed here; anything else is
-a :class:`StateFormatError`.
+The bytes are JSON (exact for floats, NaN and infinities included): a
+scalar or a tuple stands for itself (a tuple as an array, the bulk of any
+state: rows and elements), every other container for a one-key object
+(``{"l": items}``, ``{"q": [maxlen, items..]}``, ``{"d": [k, v, ..]}``,
+``{"o": [class, attributes..]}``). Containers and objects are numbered as
+they are finished, and a second reference to one is written ``{"@": n}``,
+so state that shares an object gets one shared object back. Decoding
+builds only the types listed here; anything else is a
+:class:`StateFormatError`.
 """
 
 from __future__ import annotations
@@ -56,119 +58,132 @@ def state_class(*attributes: str) -> Callable[[type], type]:
     return register
 
 
-_SCALARS = (int, float, str, type(None))
+_SCALARS = frozenset({int, float, str, bool, type(None)})
 
 
 class _Encoder:
+    """Values to a JSON-able tree: scalars and tuples as themselves (arrays),
+    every other container as a one-key object. Containers and objects are
+    numbered when finished (children first, the order in which the JSON
+    decoder completes objects), so a second reference can name one."""
+
     def __init__(self) -> None:
-        self.seen: dict[int, int] = {}
+        self.numbers: dict[int, int] = {}  # id -> number (-1 while its children are encoded)
         self.keep: list[Any] = []  # keeps ids valid while encoding
+        self.finished = 0
 
     def tree(self, value: Any) -> Any:
-        if isinstance(value, _SCALARS) and type(value) is not bool:
-            return value
         kind = type(value)
+        if kind in _SCALARS:
+            return value
         if kind is tuple:
-            return ["t", *map(self.tree, value)]
-        if kind is bool:
-            return ["?", int(value)]
-        ref = self.seen.get(id(value))
+            if _SCALARS.issuperset(map(type, value)):
+                return value
+            return [self.tree(v) for v in value]
+        key = id(value)
+        ref = self.numbers.get(key)
         if ref is not None:
-            return ["@", ref]
-        n = len(self.seen)
-        self.seen[id(value)] = n
+            if ref < 0:
+                raise TypeError("a state snapshot cannot hold a container inside itself")
+            return {"@": ref}
+        self.numbers[key] = -1
         self.keep.append(value)
+        tree = self.tree
+        out: dict[str, list[Any]]
         if kind is list:
-            return ["l", *map(self.tree, value)]
-        if kind is deque:
-            return ["q", value.maxlen, *map(self.tree, value)]
-        if kind is dict:
-            out: list[Any] = ["d"]
+            out = {"l": [tree(v) for v in value]}
+        elif kind is deque:
+            out = {"q": [value.maxlen, *[tree(v) for v in value]]}
+        elif kind is dict:
+            flat: list[Any] = []
             for k, v in value.items():
-                out.append(self.tree(k))
-                out.append(self.tree(v))
-            return out
-        registered = STATE_CLASSES.by_type.get(kind)
-        if registered is None:
-            raise TypeError(f"a {kind.__name__} cannot be part of a state snapshot")
-        name, attributes = registered
-        return ["o", name, *(self.tree(getattr(value, a)) for a in attributes)]
+                flat.append(tree(k))
+                flat.append(tree(v))
+            out = {"d": flat}
+        else:
+            registered = STATE_CLASSES.by_type.get(kind)
+            if registered is None:
+                raise TypeError(f"a {kind.__name__} cannot be part of a state snapshot")
+            name, attributes = registered
+            out = {"o": [name, *(tree(getattr(value, a)) for a in attributes)]}
+        self.numbers[key] = self.finished
+        self.finished += 1
+        return out
+
+
+class _Box:
+    """A container the decoder finished, on its way into its parent (a bare
+    list would be taken for a tuple's array)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _value(node: Any) -> Any:
+    kind = type(node)
+    if kind is list:
+        return tuple(map(_value, node))
+    if kind is _Box:
+        return node.value
+    return node
 
 
 class _Decoder:
+    """Called by the JSON decoder for every object, children first."""
+
     def __init__(self) -> None:
         self.objects: list[Any] = []
 
-    def value(self, node: Any) -> Any:
-        if not isinstance(node, list):
-            if isinstance(node, _SCALARS) and type(node) is not bool:
-                return node
-            raise StateFormatError(f"unexpected {type(node).__name__} in a state snapshot")
-        if not node or not isinstance(node[0], str):
-            raise StateFormatError("a container in a state snapshot has no tag")
-        tag = node[0]
-        if tag == "t":
-            return tuple(self.value(x) for x in node[1:])
-        if tag == "?":
-            return self._bool(node)
+    def __call__(self, pairs: list[tuple[str, Any]]) -> _Box:
+        if len(pairs) != 1:
+            raise StateFormatError("an object in a state snapshot with other than one tag")
+        tag, body = pairs[0]
         if tag == "@":
-            return self._ref(node)
+            if type(body) is not int or not 0 <= body < len(self.objects):
+                raise StateFormatError("a reference to no earlier object in a state snapshot")
+            return _Box(self.objects[body])
+        if type(body) is not list:
+            raise StateFormatError(f"a {tag!r} in a state snapshot without its items")
+        out: Any
         if tag == "l":
-            out: list[Any] = []
-            self.objects.append(out)
-            out.extend(self.value(x) for x in node[1:])
-            return out
-        if tag == "q":
-            return self._deque(node)
-        if tag == "d":
-            return self._dict(node)
-        if tag == "o":
-            return self._object(node)
-        raise StateFormatError(f"unknown tag {tag!r} in a state snapshot")
-
-    def _bool(self, node: list[Any]) -> bool:
-        if len(node) != 2 or node[1] not in (0, 1) or type(node[1]) is not int:
-            raise StateFormatError("a malformed boolean in a state snapshot")
-        return bool(node[1])
-
-    def _ref(self, node: list[Any]) -> Any:
-        if len(node) != 2 or type(node[1]) is not int or not 0 <= node[1] < len(self.objects):
-            raise StateFormatError("a reference to no earlier object in a state snapshot")
-        return self.objects[node[1]]
-
-    def _deque(self, node: list[Any]) -> deque[Any]:
-        if len(node) < 2 or not (node[1] is None or (type(node[1]) is int and node[1] >= 0)):
-            raise StateFormatError("a malformed deque in a state snapshot")
-        out: deque[Any] = deque(maxlen=node[1])
+            out = list(map(_value, body))
+        elif tag == "q":
+            if not body or not (body[0] is None or (type(body[0]) is int and body[0] >= 0)):
+                raise StateFormatError("a malformed deque in a state snapshot")
+            out = deque(map(_value, body[1:]), maxlen=body[0])
+        elif tag == "d":
+            out = self._dict(body)
+        elif tag == "o":
+            out = self._object(body)
+        else:
+            raise StateFormatError(f"unknown tag {tag!r} in a state snapshot")
         self.objects.append(out)
-        out.extend(self.value(x) for x in node[2:])
-        return out
+        return _Box(out)
 
-    def _dict(self, node: list[Any]) -> dict[Any, Any]:
-        if len(node) % 2 != 1:
+    @staticmethod
+    def _dict(body: list[Any]) -> dict[Any, Any]:
+        if len(body) % 2:
             raise StateFormatError("a dict with a key but no value in a state snapshot")
-        out: dict[Any, Any] = {}
-        self.objects.append(out)
-        for i in range(1, len(node), 2):
-            key = self.value(node[i])
-            try:
-                out[key] = self.value(node[i + 1])
-            except TypeError:
-                raise StateFormatError("an unhashable dict key in a state snapshot") from None
-        return out
+        items = iter(map(_value, body))
+        try:
+            return dict(zip(items, items, strict=True))
+        except TypeError:
+            raise StateFormatError("an unhashable dict key in a state snapshot") from None
 
-    def _object(self, node: list[Any]) -> Any:
-        name = node[1] if len(node) >= 2 else None
+    @staticmethod
+    def _object(body: list[Any]) -> Any:
+        name = body[0] if body else None
         registered = STATE_CLASSES.by_name.get(name) if isinstance(name, str) else None
         if registered is None:
-            raise StateFormatError(f"no state class {node[1:2]!r}")
+            raise StateFormatError(f"no state class {name!r}")
         cls, attributes = registered
-        if len(node) != 2 + len(attributes):
+        if len(body) != 1 + len(attributes):
             raise StateFormatError(f"a {cls.__name__} in a state snapshot has the wrong number of fields")
         out: Any = object.__new__(cls)
-        self.objects.append(out)
-        for name, field in zip(attributes, node[2:], strict=True):
-            setattr(out, name, self.value(field))
+        for attribute, field in zip(attributes, body[1:], strict=True):
+            setattr(out, attribute, _value(field))
         return out
 
 
@@ -183,8 +198,7 @@ def decode_state(data: bytes) -> Any:
     """What :func:`encode_state` was given (equal, sharing preserved), or
     :class:`StateFormatError`."""
     try:
-        tree = json.loads(data)
-        return _Decoder().value(tree)
+        return _value(json.loads(data, object_pairs_hook=_Decoder()))
     except RecursionError:
         raise StateFormatError("a state snapshot nested too deeply") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
