@@ -20,7 +20,7 @@ from collections import deque
 from typing import Any
 
 from node.engine.engine import BEFORE_TIME, Engine
-from node.engine.state_codec import STATE_CLASSES, StateFormatError, decode_state, encode_state
+from node.engine.state_codec import STATE_CLASSES, Formed, StateFormatError, decode_state, encode_state
 
 FORMAT = 1
 
@@ -34,7 +34,15 @@ def capture(engine: Engine) -> bytes:
             "format": FORMAT,
             "operators": [[type(op).__name__, op.label] for op in engine.operators],
             "time": engine.time,
-            "state": [[getattr(op, name) for name in op.STATE] for op in engine.operators],
+            "state": [
+                [
+                    Formed(op.STATE_FORMS[name], getattr(op, name))
+                    if name in op.STATE_FORMS
+                    else getattr(op, name)
+                    for name in op.STATE
+                ]
+                for op in engine.operators
+            ],
         }
     )
 

@@ -23,7 +23,10 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+_SCALARS = frozenset({int, float, str, bool, type(None)})
 
 
 class StateFormatError(ValueError):
@@ -31,34 +34,81 @@ class StateFormatError(ValueError):
     from another version)."""
 
 
+@dataclass(frozen=True)
+class Form:
+    """A flat form for a large, regular part of a state (a join's synopsis:
+    millions of rows), written without the walk over every value: ``dump``
+    gives a list of scalars and tuples of scalars only; ``load`` rebuilds
+    the value from what JSON gives back (tuples as lists) and raises
+    :class:`StateFormatError` on anything else (use :func:`plain_row`)."""
+
+    name: str
+    dump: Callable[[Any], list[Any]]
+    load: Callable[[list[Any]], Any]
+
+
+class Formed:
+    """A value to be written in ``form``."""
+
+    __slots__ = ("form", "value")
+
+    def __init__(self, form: Form, value: Any) -> None:
+        self.form = form
+        self.value = value
+
+
 class _Registry:
     """Classes whose instances may appear in state: name -> (class, the
-    attributes that make up an instance)."""
+    attributes that make up an instance); and the flat forms by name."""
 
     def __init__(self) -> None:
         self.by_name: dict[str, tuple[type, tuple[str, ...]]] = {}
         self.by_type: dict[type, tuple[str, tuple[str, ...]]] = {}
+        self.forms: dict[str, Form] = {}
+        self.form_of: dict[type, Form] = {}
 
     def add(self, cls: type, attributes: tuple[str, ...]) -> None:
         self.by_name[cls.__name__] = (cls, attributes)
         self.by_type[cls] = (cls.__name__, attributes)
 
+    def add_form(self, form: Form) -> Form:
+        self.forms[form.name] = form
+        return form
+
 
 STATE_CLASSES = _Registry()
 
 
-def state_class(*attributes: str) -> Callable[[type], type]:
+def state_class(*attributes: str, form: Form | None = None) -> Callable[[type], type]:
     """Class decorator: instances may be part of an operator's state and
-    are rebuilt from ``attributes`` (without calling ``__init__``)."""
+    are rebuilt from ``attributes`` (without calling ``__init__``), or
+    written in ``form``."""
 
     def register(cls: type) -> type:
         STATE_CLASSES.add(cls, attributes)
+        if form is not None:
+            STATE_CLASSES.form_of[cls] = STATE_CLASSES.add_form(form)
         return cls
 
     return register
 
 
-_SCALARS = frozenset({int, float, str, bool, type(None)})
+def state_form(form: Form) -> Form:
+    """Register ``form`` (an operator's ``STATE_FORMS`` for an attribute)."""
+    return STATE_CLASSES.add_form(form)
+
+
+def plain_row(value: Any) -> tuple[Any, ...]:
+    """A row as JSON gave it back (a list of scalars) as a tuple."""
+    if type(value) is not list or not _SCALARS.issuperset(map(type, value)):
+        raise StateFormatError("a row in a state snapshot that is not a list of values")
+    return tuple(value)
+
+
+def plain_int(value: Any) -> int:
+    if type(value) is not int:
+        raise StateFormatError("a count in a state snapshot that is not an integer")
+    return value
 
 
 class _Encoder:
@@ -80,6 +130,11 @@ class _Encoder:
             if _SCALARS.issuperset(map(type, value)):
                 return value
             return [self.tree(v) for v in value]
+        form = STATE_CLASSES.form_of.get(kind)
+        if form is not None or kind is Formed:
+            if form is None:
+                form, value = value.form, value.value
+            return {"f": [form.name, form.dump(value)]}
         key = id(value)
         ref = self.numbers.get(key)
         if ref is not None:
@@ -146,6 +201,11 @@ class _Decoder:
             return _Box(self.objects[body])
         if type(body) is not list:
             raise StateFormatError(f"a {tag!r} in a state snapshot without its items")
+        if tag == "f":
+            form = STATE_CLASSES.forms.get(body[0]) if len(body) == 2 and isinstance(body[0], str) else None
+            if form is None or type(body[1]) is not list:
+                raise StateFormatError(f"no state form {body[:1]!r}")
+            return _Box(form.load(body[1]))
         out: Any
         if tag == "l":
             out = list(map(_value, body))

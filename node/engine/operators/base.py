@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
 from node.engine.elements import Element
-from node.engine.state_codec import state_class
+from node.engine.state_codec import Form, state_class
 
 EMPTY: list[Element] = []
 
@@ -54,6 +54,8 @@ class Operator:
     #: (Engine.capture_state) captures exactly these; everything else is
     #: rebuilt from the plan.
     STATE: ClassVar[tuple[str, ...]] = ()
+    #: Those of them written in a flat form (large and regular).
+    STATE_FORMS: ClassVar[Mapping[str, Form]] = {}
 
     def __init__(self, label: str = "") -> None:
         # Linked by the planner after every operator exists (cycles).

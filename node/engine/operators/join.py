@@ -17,12 +17,50 @@ from node.engine import expressions
 from node.engine.elements import Element, Row
 from node.engine.operators.base import Operator, instants2
 from node.engine.operators.relational import Multiset
+from node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_form
 
 NO_MATCH = object()  # the key of a row whose join key has a NULL
 
 
+def _dump_synopsis(synopsis: dict[Any, Multiset]) -> list[Any]:
+    """``key, n, row, count, lineage, ...`` (n rows per key), flat."""
+    flat: list[Any] = []
+    extend = flat.extend
+    for key, multiset in synopsis.items():
+        counts = multiset.counts
+        flat.append(key)
+        flat.append(len(counts))
+        for row, (count, lin) in counts.items():
+            extend((row, count, lin))
+    return flat
+
+
+def _load_synopsis(flat: list[Any]) -> dict[Any, Multiset]:
+    out: dict[Any, Multiset] = {}
+    i, end = 0, len(flat)
+    try:
+        while i < end:
+            multiset = out[plain_row(flat[i])] = Multiset()
+            counts = multiset.counts
+            n = plain_int(flat[i + 1])
+            last = i + 2 + 3 * n
+            if n < 0 or last > end:
+                raise StateFormatError("a join synopsis in a state snapshot with rows missing")
+            for j in range(i + 2, last, 3):
+                counts[plain_row(flat[j])] = [plain_int(flat[j + 1]), plain_int(flat[j + 2])]
+            i = last
+    except IndexError:
+        raise StateFormatError("a join synopsis in a state snapshot cut short") from None
+    return out
+
+
+#: Millions of rows in Linear Road's historical tolls: written flat.
+SYNOPSIS = state_form(Form("join synopsis", _dump_synopsis, _load_synopsis))
+
+
 class JoinOp(Operator):
     STATE = ("left_syn", "right_syn")
+    STATE_FORMS = {"left_syn": SYNOPSIS, "right_syn": SYNOPSIS}
 
     def __init__(
         self,

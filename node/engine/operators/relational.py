@@ -15,7 +15,7 @@ from node.cql import plan
 from node.engine import expressions
 from node.engine.elements import Element, Row
 from node.engine.operators.base import Operator, instants2, merge_by_ts
-from node.engine.state_codec import state_class
+from node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_class
 
 
 class SelectOp(Operator):
@@ -51,7 +51,21 @@ class ProjectOp(Operator):
         return self._run(batch)  # type: ignore[no-any-return]
 
 
-@state_class("counts")
+def _dump_multiset(multiset: Multiset) -> list[Any]:
+    return [x for row, (count, lin) in multiset.counts.items() for x in (row, count, lin)]
+
+
+def _load_multiset(flat: list[Any]) -> Multiset:
+    if len(flat) % 3:
+        raise StateFormatError("a multiset in a state snapshot is not (row, count, lineage) triples")
+    out = Multiset()
+    counts = out.counts
+    for i in range(0, len(flat), 3):
+        counts[plain_row(flat[i])] = [plain_int(flat[i + 1]), plain_int(flat[i + 2])]
+    return out
+
+
+@state_class("counts", form=Form("multiset", _dump_multiset, _load_multiset))
 class Multiset:
     """Counts of rows with the lineage of their oldest live copy. A dict keeps
     insertion order, so iterating it is deterministic across processes (a set
