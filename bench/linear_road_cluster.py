@@ -58,7 +58,9 @@ SINKS = {"answers": "XOut", "balances": "BOut"}
 PROGRESS_S = 30.0  # a progress line this often
 
 
-def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) -> dict[str, Any]:
+def config(
+    workdir: Path, xways: int, speed: float, ha: str, queue_rows: int, snapshot_rows: int = 0
+) -> dict[str, Any]:
     """The cluster for L expressways reading the CSVs that ``lr.convert`` wrote into ``workdir``."""
     sources = [
         {
@@ -109,10 +111,11 @@ def config(workdir: Path, xways: int, speed: float, ha: str, queue_rows: int) ->
         "ack_interval_ms": 250,
         "linger_ms": 5,
         # The program's state is unbounded (balances, a car's previous
-        # report, the accident history), so its Level-1 cut never passes the
-        # first rows and producers retain their whole input
-        # (docs/linear-road.md): the queue must hold the whole run.
+        # report, the accident history), so without state snapshots its
+        # Level-1 cut never passes the first rows and producers retain their
+        # whole input (docs/linear-road.md): the queue must hold the whole run.
         "queue_rows": queue_rows,
+        "snapshot_rows": snapshot_rows,
         "sources": sources,
         "stages": [xway, balance],
         "sinks": [{"name": name, "input": stream} for name, stream in SINKS.items()],
@@ -127,6 +130,7 @@ class ClusterRun:
     returncode: int
     output: str  # what cluster up (and the nemesis) printed
     killed: str | None
+    retained: dict[str, int]  # per node, the most rows its output log retained
 
 
 def answer_rows(run_dir: Path, sink: str) -> list[tuple[dict[str, Any], float]]:
@@ -173,16 +177,19 @@ def run_cluster(
     kill_at: float | None = None,
     match_only: bool = True,
     until: int | None = None,
+    snapshot_rows: int = 0,
 ) -> ClusterRun:
     """Convert ``data`` into ``workdir``, run it on a cluster in
-    ``workdir/run`` and collect the answers."""
+    ``workdir/run`` and collect the answers. ``snapshot_rows``: the cluster
+    setting; the queues then hold 4 times that (else the whole run)."""
     if until is not None:
         data = lr.cut_data(data, until, workdir / "data.dat")
     counts = lr.convert(data, workdir, tolls, match_only)
     last = lr.last_time(data)
     rows = counts["type 0"] + counts["type 2"] + counts["type 3"] + counts["tolls"]
     path = workdir / "linear-road.yaml"
-    path.write_text(json.dumps(config(workdir, xways, speed, ha, max(50_000, 2 * rows)), indent=1))
+    queue_rows = max(50_000, 4 * snapshot_rows if snapshot_rows else 2 * rows)
+    path.write_text(json.dumps(config(workdir, xways, speed, ha, queue_rows, snapshot_rows), indent=1))
     check = subprocess.run(
         [sys.executable, "-m", "semiactive", "cluster", "check", str(path)], capture_output=True, text=True
     )
@@ -225,8 +232,29 @@ def run_cluster(
     wall = time.perf_counter() - start
     lines, lateness = collect(run_dir, speed)
     return ClusterRun(
-        lines, lateness, wall, launcher.returncode, output, "x0" if kill_at is not None else None
+        lines,
+        lateness,
+        wall,
+        launcher.returncode,
+        output,
+        "x0" if kill_at is not None else None,
+        peak_retained(run_dir),
     )
+
+
+def peak_retained(run_dir: Path) -> dict[str, int]:
+    """Per node, the most rows its output log ever retained (telemetry
+    samples): with state snapshots this stays bounded, without it grows
+    with the run."""
+    peaks: dict[str, int] = {}
+    for path in (run_dir / "telemetry").glob("nodes-*.jsonl"):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            node = record["node"]
+            peaks[node] = max(peaks.get(node, 0), int(record.get("output_log_rows", 0)))
+    return peaks
 
 
 def progress(run_dir: Path, speed: float, duration: float) -> str:
@@ -281,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--full-tolls", action="store_true", help="the whole tolls table, not the rows asked for"
     )
+    parser.add_argument(
+        "--snapshot-rows",
+        type=int,
+        default=0,
+        help="state snapshots every N rows a cut would keep; queues of 4N rows (default: no snapshots, "
+        "queues for the whole run)",
+    )
     parser.add_argument("--run-dir", type=Path, help="keep the converted data and the run here")
     parser.add_argument("--product", type=Path, help="also write the answers here, in the validator's format")
     args = parser.parse_args(argv)
@@ -289,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     for given in (args.data, args.expected, args.tolls):
         if given is not None and not given.is_file():
             parser.error(f"{given}: no such file")
+    if args.snapshot_rows < 0:
+        parser.error("--snapshot-rows must be >= 0")
     if args.xways is not None and not 1 <= args.xways <= 64:
         parser.error("--xways must be 1..64 (one partition per expressway)")
     with tempfile.TemporaryDirectory(prefix="linear-road-") as tmp:
@@ -305,7 +342,16 @@ def main(argv: list[str] | None = None) -> int:
             f"Linear Road, L={xways}: {data.name} replayed at {args.speed:g}x on a cluster", file=sys.stderr
         )
         run = run_cluster(
-            data, tolls, workdir, xways, args.speed, args.ha, args.kill_at, not args.full_tolls, args.until
+            data,
+            tolls,
+            workdir,
+            xways,
+            args.speed,
+            args.ha,
+            args.kill_at,
+            not args.full_tolls,
+            args.until,
+            args.snapshot_rows,
         )
     if args.product is not None:
         args.product.write_text("".join(line + "\n" for line in run.lines))
@@ -317,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         f"p50 {quantile(late, 0.5):.2f}, p99 {quantile(late, 0.99):.2f}, "
         f"max {max(late, default=math.nan):.2f}"
     )
+    busiest = sorted(run.retained.items(), key=lambda item: -item[1])[:4]
+    print("most rows retained in an output log: " + ", ".join(f"{node} {rows:,}" for node, rows in busiest))
     if run.returncode != 0:
         print(f"cluster up exited {run.returncode}:\n{run.output}", file=sys.stderr)
         return 1
