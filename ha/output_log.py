@@ -127,7 +127,15 @@ class OutputLog:
                 point.position >= held.position and point.edge_cut[edge] >= held.edge_cut.get(edge, 0)
             ):
                 cursors.point = point
-            self.release(edge, point.edge_cut[edge])
+            cut = point.edge_cut[edge]
+            if point.state is not None and cursors.batch_size != UNBOUNDED and cut - 1 > cursors.backed_up:
+                # Rows dropped unsent would have the consumer's secondary
+                # rebuilt from the whole state (a restore and a warm-up, at
+                # every snapshot): ship them instead, fewer than B rows, and
+                # let the cut follow at the next acknowledgement.
+                cut = cursors.backed_up + 1
+                self.take_backup(edge, force=True)
+            self.release(edge, cut)
 
     def needed_from(self) -> int:
         """The first seq some consumer may still need: the smallest cut its

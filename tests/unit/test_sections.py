@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ha.output_log import UNBOUNDED, OutputLog
+from ha.resync import ResyncPoint, StateSnapshot
 from node.codec import RowCodec
 from node.cql import plan
 from node.engine.elements import Element
@@ -210,6 +211,26 @@ def test_cut_passing_backed_up_drops_unsent_rows() -> None:
     # A cut beyond the head stops after the head.
     log.release("e", 100)
     assert cursors.cut == 9
+
+
+def test_a_point_with_a_state_ships_unsent_rows_instead_of_dropping_them() -> None:
+    """Dropping them would rebuild the consumer's secondary from the whole
+    state at every snapshot; they are shipped, and the cut follows at the
+    next acknowledgement."""
+    log = OutputLog()
+    cursors = log.add_edge("e", batch_size=4)
+    log.append(_rows(1, 5))
+    log.take_backup("e")
+    log.append(_rows(6, 3))  # 6, 7, 8 unsent
+    point = ResyncPoint(20, 3, 8, {"e": 8}, state=StateSnapshot(7, b"{}"))
+    log.acknowledge("e", 5, point)
+    assert (cursors.cut, cursors.backed_up, cursors.dropped_unsent, cursors.point) == (6, 8, 0, point)
+    log.acknowledge("e", 8, point)
+    assert (cursors.cut, cursors.dropped_unsent) == (8, 0)
+    # Without a state, SAS's saving as before.
+    log.append(_rows(9, 3))
+    log.acknowledge("e", 9, ResyncPoint(21, 4, 11, {"e": 11}))
+    assert (cursors.cut, cursors.dropped_unsent) == (11, 2)
 
 
 def test_the_cursors_count_what_a_sas_tuner_measures() -> None:
