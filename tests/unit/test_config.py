@@ -529,3 +529,15 @@ def test_a_stage_may_declare_its_inputs_as_they_are(tmp_path: Path) -> None:
         and "declares the input 'zz'" in message
         and "no source or stage" in message
     )
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ("snapshot_rows: -1\n", "greater than or equal to 0"),
+        ("queue_rows: 1000\nsnapshot_rows: 1000\n", "snapshot_rows (1000) must be below queue_rows (1000)"),
+    ],
+)
+def test_bad_snapshot_rows_are_refused(tmp_path: Path, settings: str, message: str) -> None:
+    assert message in str(_error(tmp_path, BASE + settings))
+    assert config.load(_write(tmp_path, BASE + "snapshot_rows: 999\n")).model.snapshot_rows == 999
