@@ -58,11 +58,12 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver; }
 
-# The unit tests (in-process, about a minute serial) run on every core;
-# the multi-process ones one at a time, as their timings are load-sensitive.
+# In-process tests (unit, the simulation, the CQL fuzzer: about two minutes
+# serial) run on every core; the multi-process ones (marked slow) one at a
+# time, as their timings are load-sensitive.
 test: lint iperf3 prometheus java chromium
-	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider -n auto tests/unit
-	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 --ignore=tests/unit
+	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider -n auto -m "not slow"
+	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m slow
 	@$(MAKE) --no-print-directory deploy-check
 
 # The deployment test where podman can run containers (the probe installs

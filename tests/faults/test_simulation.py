@@ -29,6 +29,9 @@ from semiactive.sim.cluster import simulate
 from semiactive.sim.faults import Fault, FaultKind
 from semiactive.topology import Topology, resolve
 
+# The campaign runs its seeds in two processes of its own.
+pytestmark = pytest.mark.slow
+
 CONFIG = "examples/sim-chain.yaml"
 PARTITIONED = "examples/sim-partitioned.yaml"
 SEEDS = int(os.environ.get("SEMIACTIVE_SIM_SEEDS", "160"))

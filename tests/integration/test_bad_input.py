@@ -20,6 +20,8 @@ from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.processes import ROOT, assert_no_processes, chain_config, issue_tls, semiactive, write_config
 
+pytestmark = pytest.mark.slow
+
 SELECT = ["REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0"]
 
 

@@ -32,6 +32,8 @@ from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.faults.harness import AGGREGATE, finish, protected_chain, start_launcher
 
+pytestmark = pytest.mark.slow
+
 # -- the decisions, without sockets -------------------------------------------------------------
 
 VIEWS = ViewTable(
