@@ -181,14 +181,15 @@ def run_cluster(
 ) -> ClusterRun:
     """Convert ``data`` into ``workdir``, run it on a cluster in
     ``workdir/run`` and collect the answers. ``snapshot_rows``: the cluster
-    setting; the queues then hold 4 times that (else the whole run)."""
+    setting; the queues then hold 4 times that per partition (a source's
+    log holds what every partition's cut keeps), else the whole run."""
     if until is not None:
         data = lr.cut_data(data, until, workdir / "data.dat")
     counts = lr.convert(data, workdir, tolls, match_only)
     last = lr.last_time(data)
     rows = counts["type 0"] + counts["type 2"] + counts["type 3"] + counts["tolls"]
     path = workdir / "linear-road.yaml"
-    queue_rows = max(50_000, 4 * snapshot_rows if snapshot_rows else 2 * rows)
+    queue_rows = max(50_000, 4 * snapshot_rows * xways if snapshot_rows else 2 * rows)
     path.write_text(json.dumps(config(workdir, xways, speed, ha, queue_rows, snapshot_rows), indent=1))
     check = subprocess.run(
         [sys.executable, "-m", "semiactive", "cluster", "check", str(path)], capture_output=True, text=True
@@ -313,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         "--snapshot-rows",
         type=int,
         default=0,
-        help="state snapshots every N rows a cut would keep; queues of 4N rows (default: no snapshots, "
-        "queues for the whole run)",
+        help="state snapshots every N rows a cut would keep; queues of 4N rows per expressway (default: "
+        "no snapshots, queues for the whole run)",
     )
     parser.add_argument("--run-dir", type=Path, help="keep the converted data and the run here")
     parser.add_argument("--product", type=Path, help="also write the answers here, in the validator's format")

@@ -30,6 +30,7 @@ from ha.views import ViewTable
 from node.codec import CodecError, RowCodec
 from node.connections import elided_rows
 from node.engine.elements import Element
+from node.engine.state_codec import StateFormatError
 from node.messages import chunk_from_pb, chunk_to_pb, point_from_pb
 from node.metrics import NodeMetrics
 from node.partitions import owned_flags
@@ -190,7 +191,7 @@ class InboundEdgeSession:
         elif body == "resync":
             try:
                 rewind = self.receiver.receive_point(self.edge.id, point_from_pb(frame.resync, stream.states))
-            except ValueError as exc:  # no such state, or not one of this program
+            except (StateTransferError, StateFormatError) as exc:  # no such state, or not of this program
                 raise self._refuse(stream, "state", str(exc)) from None
             rewind.discard(self.edge.id)
             if rewind:

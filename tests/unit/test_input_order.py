@@ -183,3 +183,39 @@ async def test_a_frame_below_the_watermark_is_refused_too(
     labels = {"edge": EDGE.id, "reason": "ts_below_watermark"}
     assert metrics.registry.get_sample_value("semiactive_frames_refused_total", labels) == 1
     assert sink.delivered == 2
+
+
+@pytest.mark.parametrize(
+    ("frames", "detail"),
+    [
+        (
+            [
+                pb.Frame(
+                    resync=pb.ResyncPoint(position=9, cut_position=5, edge_cut={EDGE.id: 5}, state_position=4)
+                )
+            ],
+            "never sent",
+        ),
+        ([pb.Frame(state=pb.StateChunk(position=4, total=10, offset=3, data=b"xx"))], "does not continue"),
+        ([pb.Frame(state=pb.StateChunk(position=4, total=1, offset=0, data=b"xx"))], "past the state"),
+    ],
+)
+async def test_a_state_that_does_not_add_up_closes_its_stream(
+    served: tuple[pb_grpc.DataPlaneStub, SinkRole, NodeMetrics], frames: list[pb.Frame], detail: str
+) -> None:
+    """Operator state chunks and the points that refer to them come from
+    peers: one that is out of order, too long, or missing is refused like a
+    bad batch (docs/ha.md, "Retention and state snapshots")."""
+    stub, sink, metrics = served
+    call = stub.Push()
+    await call.write(hello("node-x"))
+    await read(call)
+    for frame in frames:
+        await call.write(frame)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await read(call)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert detail in (caught.value.details() or "")
+    labels = {"edge": EDGE.id, "reason": "state"}
+    assert metrics.registry.get_sample_value("semiactive_frames_refused_total", labels) == 1
+    assert sink.delivered == 0
