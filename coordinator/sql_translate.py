@@ -138,6 +138,8 @@ class Translator:
         try:
             rows = [tuple(r) for r in self.conn.execute(sql, params)]
         except sqlite3.OperationalError as exc:
+            if "parser stack overflow" in str(exc):
+                raise NotCovered(f"SQLite cannot parse a query nested this deeply: {exc}") from None
             if "overflow" in str(exc):
                 raise NotCovered(f"SQLite cannot compute it: {exc} (beyond 64 bits)") from None
             raise

@@ -597,6 +597,8 @@ def test_engine_agrees_with_the_oracle(
     try:
         oracle = run_oracle(text, inputs, end)
     except NotCovered as exc:
+        if "nested this deeply" in exc.reason:
+            reject()  # SQLite's parser stack (a CASE in a CASE ... the generator drew), not the engine
         assert "order within an instant" in exc.reason, exc.reason
         event("not covered: row window over an unordered stream")
         return
