@@ -16,7 +16,7 @@ from node.cql import plan
 from node.engine import expressions
 from node.engine.elements import Element, Row
 from node.engine.operators.base import Operator, instants2
-from node.engine.operators.relational import Multiset
+from node.engine.operators.relational import Multiset, load_multiset
 from node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_form
 
 NO_MATCH = object()  # the key of a row whose join key has a NULL
@@ -40,14 +40,12 @@ def _load_synopsis(flat: list[Any]) -> dict[Any, Multiset]:
     i, end = 0, len(flat)
     try:
         while i < end:
-            multiset = out[plain_row(flat[i])] = Multiset()
-            counts = multiset.counts
+            key = plain_row(flat[i])
             n = plain_int(flat[i + 1])
             last = i + 2 + 3 * n
             if n < 0 or last > end:
                 raise StateFormatError("a join synopsis in a state snapshot with rows missing")
-            for j in range(i + 2, last, 3):
-                counts[plain_row(flat[j])] = [plain_int(flat[j + 1]), plain_int(flat[j + 2])]
+            out[key] = load_multiset(flat, i + 2, last)
             i = last
     except IndexError:
         raise StateFormatError("a join synopsis in a state snapshot cut short") from None

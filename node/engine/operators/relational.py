@@ -55,17 +55,20 @@ def _dump_multiset(multiset: Multiset) -> list[Any]:
     return [x for row, (count, lin) in multiset.counts.items() for x in (row, count, lin)]
 
 
-def _load_multiset(flat: list[Any]) -> Multiset:
-    if len(flat) % 3:
+def load_multiset(flat: list[Any], start: int = 0, stop: int | None = None) -> Multiset:
+    """The multiset of ``flat[start:stop]``, (row, count, lineage) triples
+    as :func:`_dump_multiset` wrote them (also inside a join's synopsis)."""
+    stop = len(flat) if stop is None else stop
+    if (stop - start) % 3:
         raise StateFormatError("a multiset in a state snapshot is not (row, count, lineage) triples")
     out = Multiset()
     counts = out.counts
-    for i in range(0, len(flat), 3):
+    for i in range(start, stop, 3):
         counts[plain_row(flat[i])] = [plain_int(flat[i + 1]), plain_int(flat[i + 2])]
     return out
 
 
-@state_class("counts", form=Form("multiset", _dump_multiset, _load_multiset))
+@state_class("counts", form=Form("multiset", _dump_multiset, load_multiset))
 class Multiset:
     """Counts of rows with the lineage of their oldest live copy. A dict keeps
     insertion order, so iterating it is deterministic across processes (a set
