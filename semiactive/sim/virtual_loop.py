@@ -23,11 +23,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import heapq
+import itertools
 import selectors
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVarTuple
 
 PROCESS: contextvars.ContextVar[str | None] = contextvars.ContextVar("semiactive_sim_process", default=None)
+
+_Ts = TypeVarTuple("_Ts")
 
 # Virtual wall time of virtual monotonic 0: 2026-01-01 00:00:00 UTC.
 EPOCH_UNIX_S = 1_767_225_600.0
@@ -75,6 +79,25 @@ class _ReadyQueue(collections.deque[asyncio.Handle]):
         return handle
 
 
+class _SequencedTimer(asyncio.TimerHandle):
+    """A timer ordered by (when, the order timers were set). asyncio's heap
+    orders by ``when`` alone, so timers due at one instant run in an order
+    that depends on the heap's history (which timers were cancelled, when
+    cancelled ones were purged); two runs of one seed must not depend on
+    that. heapq compares with ``<`` only."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, seq: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._seq = seq
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, _SequencedTimer):
+            return (self.when(), self._seq) < (other.when(), other._seq)
+        return NotImplemented
+
+
 class _VirtualSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
     """Where the loop would wait for I/O, advances the virtual clock by that
     long instead. Nothing in a simulation does I/O through the loop (the
@@ -102,15 +125,29 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         super().__init__(selector)
         selector.loop = self
         self._now = 0.0
+        self._timer_seq = itertools.count()
         self.ready = _ReadyQueue(self)
         self._ready = self.ready  # type: ignore[assignment]
         self.tasks: dict[str, set[asyncio.Task[Any]]] = collections.defaultdict(set)
-        self.set_task_factory(self._task_factory)  # type: ignore[arg-type]
+        self.set_task_factory(self._new_task)  # type: ignore[arg-type]
 
     # -- clock -----------------------------------------------------------------------
 
     def time(self) -> float:
         return self._now
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        self._check_closed()  # type: ignore[attr-defined]
+        timer = _SequencedTimer(next(self._timer_seq), when, callback, args, self, context)
+        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
 
     def wall_time(self) -> float:
         """Unix time, virtual (read by :func:`node.clock.wall`)."""
@@ -124,9 +161,13 @@ class VirtualLoop(asyncio.SelectorEventLoop):
 
     # -- processes -------------------------------------------------------------------
 
-    def _task_factory(
+    def _new_task(
         self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], **kwargs: Any
     ) -> asyncio.Task[Any]:
+        """Every process's tasks are held until they finish: asyncio holds
+        tasks weakly, and the collector would close a killed process's
+        pending coroutines, running their ``finally`` blocks mid-run at a
+        moment of its choosing."""
         task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
         context: contextvars.Context | None = kwargs.get("context")
         owner = context.get(PROCESS) if context is not None else PROCESS.get()

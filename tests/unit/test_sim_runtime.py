@@ -6,6 +6,7 @@ and stalled links, deadlines, authentication)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -75,6 +76,52 @@ def test_a_killed_process_never_runs_again_and_a_frozen_one_resumes_late() -> No
     # b ran until frozen, not while frozen, and at once when thawed.
     assert ticks["b"][:3] == pytest.approx([0.0, 0.1, 0.2])
     assert ticks["b"][3] == pytest.approx(1.25)
+
+
+def test_a_killed_process_runs_no_finally_block_even_when_collected() -> None:
+    """A SIGKILLed process's coroutines must not run their ``finally``
+    when the garbage collector finds them: that ran node code at a time set
+    by the collector, and two runs of one seed differed."""
+    loop = VirtualLoop()
+    finished: list[str] = []
+
+    async def victim() -> None:
+        try:
+            await loop.create_future()  # held by nothing else, like a dropped call's
+        finally:
+            finished.append("victim")
+
+    async def main() -> None:
+        loop.spawn("a#1", victim())
+        await asyncio.sleep(0.1)
+        loop.kill("a#1")
+        gc.collect()
+        await asyncio.sleep(1.0)
+
+    try:
+        loop.run_until_complete(main())
+        assert finished == []
+    finally:
+        loop.close()
+
+
+def test_timers_due_at_one_instant_run_in_the_order_they_were_set() -> None:
+    """asyncio's heap leaves ties to its history (here: cancellations and
+    the purge of cancelled timers); the simulation's order must not."""
+    ran: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        decoys = [loop.call_at(5.0, lambda: None) for _ in range(300)]
+        handles = [loop.call_at(1.0, ran.append, i) for i in range(50)]
+        for decoy in decoys:
+            decoy.cancel()
+        for i in range(0, 50, 7):
+            handles[i].cancel()
+        await asyncio.sleep(2.0)
+
+    run(main())
+    assert ran == [i for i in range(50) if i % 7]
 
 
 class Echo(pb_grpc.DataPlaneServicer):
