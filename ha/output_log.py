@@ -113,9 +113,13 @@ class OutputLog:
         self.edges[edge] = cursors
         return cursors
 
-    def acknowledge(self, edge: str, seq: int, point: ResyncPoint | None = None) -> None:
+    def acknowledge(
+        self, edge: str, seq: int, point: ResyncPoint | None = None, backup_sent: int | None = None
+    ) -> None:
         """A consumer's Level-0 (``seq``) and, if given, Level-1 (``point``):
-        rows before the point's cut for this edge are no longer needed."""
+        rows before the point's cut for this edge are no longer needed.
+        ``backup_sent``: the last seq the edge's backup stream has written
+        to the consumer's secondary (None: no stream connected)."""
         cursors = self.edges[edge]
         if seq > cursors.acked:
             cursors.acked = seq
@@ -128,14 +132,26 @@ class OutputLog:
             ):
                 cursors.point = point
             cut = point.edge_cut[edge]
-            if point.state is not None and cursors.batch_size != UNBOUNDED and cut - 1 > cursors.backed_up:
-                # Rows dropped unsent would have the consumer's secondary
-                # rebuilt from the whole state (a restore and a warm-up, at
-                # every snapshot): ship them instead, fewer than B rows, and
-                # let the cut follow at the next acknowledgement.
-                cut = cursors.backed_up + 1
-                self.take_backup(edge, force=True)
+            if point.state is not None and cursors.batch_size != UNBOUNDED:
+                cut = self._state_cut(edge, cut, backup_sent)
             self.release(edge, cut)
+
+    def _state_cut(self, edge: str, cut: int, backup_sent: int | None) -> int:
+        """Where a cut that a state carries may go now. Past rows the
+        consumer's secondary has not received, the backup stream would send
+        it the point instead, and it would be rebuilt from the whole state
+        (a restore and a warm-up, at every snapshot). So unsent rows (fewer
+        than B) are shipped, not dropped, and the cut waits for the stream
+        to have written them; it follows at later acknowledgements. A
+        secondary behind by more than half the log is rebuilt rather than
+        left to stop its producer."""
+        cursors = self.edges[edge]
+        received = cursors.backed_up if backup_sent is None else min(cursors.backed_up, backup_sent)
+        if cut - 1 <= received or cut - 1 - received > self.capacity // 2:
+            return cut
+        if cut - 1 > cursors.backed_up:
+            self.take_backup(edge, force=True)
+        return received + 1
 
     def needed_from(self) -> int:
         """The first seq some consumer may still need: the smallest cut its

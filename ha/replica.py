@@ -61,6 +61,7 @@ class StageReplica:
         capacity: int = 1_000_000,
         run_rows: int | None = None,
         snapshot_rows: int = 0,
+        snapshot_phase: int = 0,
     ) -> None:
         """``consumer_batch``: per output edge id, the batch size B its
         consumer's HA mode asks for. ``run_rows``: at most about that many
@@ -68,7 +69,10 @@ class StageReplica:
         rows were left), so that a node can answer heartbeats between runs;
         None takes everything ready. ``snapshot_rows``: when the rows a
         Level-1 cut would keep reach that many, capture the operator state
-        so that the cut can pass them (0: never)."""
+        so that the cut can pass them (0: never). ``snapshot_phase``: the
+        first capture comes that many rows early. The partitions of a stage
+        count the same input positions (rows routed to the others
+        included), so without it they would all capture at once."""
         assert (stage.program is not None or stage.mqo is not None) and stage.output is not None
         self.node = node
         self.stage = stage
@@ -77,6 +81,7 @@ class StageReplica:
         self.capacity = capacity
         self.run_rows = run_rows
         self.snapshot_rows = snapshot_rows
+        self.snapshot_phase = snapshot_phase
         self.warmup: ResyncPoint | None = None
         self.resyncs = 0
         self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
@@ -196,15 +201,13 @@ class StageReplica:
         low = engine.state_low()
         cut = position + 1 if low is None else min(low, position + 1)
         held = self.captured
+        due = self.snapshot_rows
         if held is None or cut > held.position:
             held = None  # the state no longer covers rows the cut would keep
+            due -= self.snapshot_phase
         else:
             cut = held.position + 1
-        if (
-            self.snapshot_rows
-            and position + 1 - cut >= self.snapshot_rows
-            and isinstance(self.operator, OperatorSection)
-        ):
+        if self.snapshot_rows and position + 1 - cut >= due and isinstance(self.operator, OperatorSection):
             held = self.captured = StateSnapshot(position, state.capture(self.operator.engine))
             cut = position + 1
         self.snapshots.record(

@@ -165,7 +165,9 @@ class Outbound:
                 # rebuild the consumer from them.
                 log.warning("%s: a Level-1 point from %s not applied: %s", sender.edge, sender.target, exc)
                 return
-            self.log.acknowledge(sender.edge, sender.acked, point)
+            backup = self.senders.get((sender.edge, pb.BACKUP))
+            written = backup.sent if backup is not None and backup.connected.is_set() else None
+            self.log.acknowledge(sender.edge, sender.acked, point, backup_sent=written)
         if not self.log.full:
             self.room.set()
         if self.on_acknowledged is not None:

@@ -97,6 +97,10 @@ class ReplicaRole:
             capacity=cfg.queue_rows,
             run_rows=RUN_ROWS,
             snapshot_rows=cfg.snapshot_rows,
+            # partition k of n captures k/n of the period early
+            snapshot_phase=cfg.snapshot_rows * stage.partition.index // stage.partition.count
+            if stage.partition is not None
+            else 0,
         )
         self.outbound = Outbound(
             node,

@@ -49,9 +49,16 @@ def source_rows(n: int, seed: int, per_ts: int = 2) -> list[Element]:
     return rows
 
 
-def replica(stage: Stage, mode: Mode = Mode.PRIMARY, name: str = "r", snapshot_rows: int = 0) -> StageReplica:
+def replica(
+    stage: Stage, mode: Mode = Mode.PRIMARY, name: str = "r", snapshot_rows: int = 0, snapshot_phase: int = 0
+) -> StageReplica:
     return StageReplica(
-        name, stage, mode, {e.id: UNBOUNDED for e in stage.outputs}, snapshot_rows=snapshot_rows
+        name,
+        stage,
+        mode,
+        {e.id: UNBOUNDED for e in stage.outputs},
+        snapshot_rows=snapshot_rows,
+        snapshot_phase=snapshot_phase,
     )
 
 

@@ -134,6 +134,26 @@ def test_a_state_snapshot_lets_the_cut_of_an_unbounded_window_move_on(tmp_path: 
     assert cuts[100][1] and 900 < cuts[100][0] <= 1001
 
 
+def test_a_snapshot_phase_moves_every_capture_not_only_the_first(tmp_path: Path) -> None:
+    """Partitions see the same input positions: a phase keeps their
+    captures apart for the whole run."""
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
+    stage = topo.stages["stage-1"]
+    edge = stage.inputs[0].id
+    rows = source_rows(400, 3, per_ts=1)
+    captured: dict[int, list[int]] = {}
+    for phase in (0, 50):
+        rep = replica(stage, snapshot_rows=100, snapshot_phase=phase)
+        positions = captured[phase] = []
+        for row in rows:
+            rep.receive(edge, row[1], [row], row[0], False)
+            rep.run()
+            if rep.captured is not None and (not positions or positions[-1] != rep.captured.position):
+                positions.append(rep.captured.position)
+    assert captured[0] == [100, 200, 300, 400]
+    assert captured[50] == [50, 150, 250, 350]
+
+
 def test_a_point_whose_state_is_not_of_this_program_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
     one = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"]).stages["stage-1"]

@@ -233,6 +233,33 @@ def test_a_point_with_a_state_ships_unsent_rows_instead_of_dropping_them() -> No
     assert (cursors.cut, cursors.dropped_unsent) == (11, 2)
 
 
+def test_a_point_with_a_state_waits_for_the_backup_stream_to_have_written_the_rows() -> None:
+    """Shipped is not enough: rows the stream has not yet written would
+    reach the secondary after the cut passed them, so the stream would send
+    it the point and it would be rebuilt from the state. A secondary far
+    behind is let go rather than stopping the producer."""
+    log = OutputLog(capacity=40)
+    cursors = log.add_edge("e", batch_size=4)
+    log.append(_rows(1, 8))
+    log.take_backup("e")  # 1..8 handed to the backup stream
+    point = ResyncPoint(20, 3, 9, {"e": 9}, state=StateSnapshot(8, b"{}"))
+    log.acknowledge("e", 8, point, backup_sent=5)
+    assert (cursors.cut, cursors.point) == (6, point)
+    log.acknowledge("e", 8, point, backup_sent=8)
+    assert cursors.cut == 9
+    # No stream connected: only shipping is waited for, as before.
+    log.append(_rows(9, 4))
+    log.take_backup("e")
+    log.acknowledge("e", 12, ResyncPoint(30, 4, 13, {"e": 13}, state=StateSnapshot(12, b"{}")))
+    assert cursors.cut == 13
+    # More than half the log behind: the cut passes, the secondary is rebuilt.
+    log.append(_rows(13, 26))
+    log.take_backup("e")
+    far = ResyncPoint(40, 5, 39, {"e": 39}, state=StateSnapshot(38, b"{}"))
+    log.acknowledge("e", 38, far, backup_sent=13)
+    assert cursors.cut == 39
+
+
 def test_the_cursors_count_what_a_sas_tuner_measures() -> None:
     # B_send counts batches shipped; each cut that advances adds the rows
     # that waited for it (from the previous cut to the head).
