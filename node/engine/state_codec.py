@@ -83,12 +83,16 @@ STATE_CLASSES = _Registry()
 
 def state_class(*attributes: str, form: Form | None = None) -> Callable[[type], type]:
     """Class decorator: instances may be part of an operator's state and
-    are rebuilt from ``attributes`` (without calling ``__init__``), or
-    written in ``form``."""
+    are rebuilt from ``attributes`` (without calling ``__init__``), or, for
+    a class given a ``form`` (and no attributes), written and read only in
+    that form."""
+    if (form is None) == (not attributes):
+        raise TypeError("a state class has attributes or a form, not both")
 
     def register(cls: type) -> type:
-        STATE_CLASSES.add(cls, attributes)
-        if form is not None:
+        if form is None:
+            STATE_CLASSES.add(cls, attributes)
+        else:
             STATE_CLASSES.form_of[cls] = STATE_CLASSES.add_form(form)
         return cls
 

@@ -260,6 +260,7 @@ FORGED = [
     b'{"q": [-1]}',
     b'{"q": ["3"]}',
     b'{"f": ["nope", []]}',
+    b'{"o": ["Multiset", {"d": []}]}',  # read only in its flat form
     b'{"f": ["multiset"]}',
     b'{"f": ["multiset", {"l": []}]}',
     b'{"f": ["multiset", [1, 2]]}',

@@ -68,7 +68,7 @@ def load_multiset(flat: list[Any], start: int = 0, stop: int | None = None) -> M
     return out
 
 
-@state_class("counts", form=Form("multiset", _dump_multiset, load_multiset))
+@state_class(form=Form("multiset", _dump_multiset, load_multiset))
 class Multiset:
     """Counts of rows with the lineage of their oldest live copy. A dict keeps
     insertion order, so iterating it is deterministic across processes (a set
