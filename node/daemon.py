@@ -494,7 +494,7 @@ class NodeDaemon:
         """What runs for as long as the node does, by role."""
         loops: list[tuple[str, Coroutine[Any, Any, None]]] = [("watch", self._watch())]
         if self.source is not None:
-            self.source.outbound.reconcile()
+            self.source.outbound.reconcile(starting=True)
             loops.append(("source", self.source.run()))
         if self.sink is not None:
             loops.append(("acks", self._sink_acks()))

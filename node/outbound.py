@@ -73,8 +73,11 @@ class Outbound:
         self.bytes_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> bytes, all senders ever
         self.rows_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> rows, all senders ever
 
-    def reconcile(self) -> None:
-        """Start, stop or retarget senders to match the current views."""
+    def reconcile(self, starting: bool = False) -> None:
+        """Start, stop or retarget senders to match the current views.
+        ``starting``: the node's first senders, at start-up, where a peer
+        never reached is a configuration error that stops the node; later
+        ones retry instead (docs/configuration.md, ``connect_timeout_ms``)."""
         cfg = self.topology.config
         for edge in self.stage.outputs:
             wanted = {
@@ -110,6 +113,7 @@ class Outbound:
                     batch_rows=cfg.batch_rows,
                     linger=cfg.linger_ms / 1000,
                     connect_timeout=cfg.connect_timeout_ms / 1000,
+                    unreachable_is_fatal=starting,
                     network=self.network,
                     delay_s=self.topology.latency_s(self.node, target)
                     if cfg.network is not None and cfg.network.delay

@@ -234,7 +234,11 @@ class EdgeSender:
     A refusal for a stale epoch (FAILED_PRECONDITION) stops the sender and
     is reported (this node was replaced); OUT_OF_RANGE or ABORTED from the
     receiver (a gap, a rewind) makes it reconnect at once. A peer never
-    reached within ``connect_timeout`` raises :class:`PeerUnreachable`.
+    reached within ``connect_timeout`` raises :class:`PeerUnreachable` if
+    ``unreachable_is_fatal`` (a node's first senders: an address wrong at
+    start-up); a sender made later, to a new primary or after a takeover,
+    retries for as long as it exists (the peer is busy or dead, which the
+    views settle).
     """
 
     def __init__(
@@ -256,6 +260,7 @@ class EdgeSender:
         batch_rows: int = 1024,
         linger: float = 0.0,
         connect_timeout: float = 10.0,
+        unreachable_is_fatal: bool = True,
         network: Network | None = None,
         delay_s: float = 0.0,
         owned: Callable[[Sequence[Element], int], list[bool] | None] | None = None,
@@ -279,6 +284,7 @@ class EdgeSender:
         self.batch_rows = batch_rows
         self.linger = linger
         self.connect_timeout = connect_timeout
+        self.unreachable_is_fatal = unreachable_is_fatal
         self.wake = asyncio.Event()
         self.sent = 0  # last seq written on the current stream
         self.acked = 0  # last seq the receiver acknowledged (Level-0)
@@ -345,7 +351,11 @@ class EdgeSender:
                 if code in (grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.ABORTED):
                     log.info("%s -> %s: %s; reconnecting", self.edge, self.target, exc.details())
                     continue
-                if not self.ever_connected and clock.monotonic() - started > self.connect_timeout:
+                if (
+                    self.unreachable_is_fatal
+                    and not self.ever_connected
+                    and clock.monotonic() - started > self.connect_timeout
+                ):
                     raise PeerUnreachable(
                         f"cannot reach {self.target} at {self.address} after {self.connect_timeout:.1f} s "
                         f"({self.last_error})"

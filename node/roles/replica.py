@@ -247,7 +247,7 @@ class ReplicaRole:
         self.tasks = [asyncio.create_task(self._operator(), name="operator")]
         self.tasks.append(asyncio.create_task(self._acks(), name="acks"))
         if self.mode is Mode.PRIMARY:
-            self.outbound.reconcile()
+            self.outbound.reconcile(starting=True)
         else:
             self.tasks.append(asyncio.create_task(self._watch_primary(), name="heartbeats"))
 

@@ -1,0 +1,64 @@
+"""A peer that does not answer: fatal for a node's first senders (an
+address wrong at start-up), not for one made later (a new primary busy
+restoring a state, which the views settle). A Linear Road source exited
+when its new consumer spent more than ``connect_timeout`` restoring."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from ha.output_log import OutputLog
+from node.codec import RowCodec
+from node.cql import plan
+from node.transport import EdgeSender, PeerUnreachable
+from semiactive.wire import dataplane_pb2 as pb
+
+SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def sender(fatal: bool) -> EdgeSender:
+    log = OutputLog()
+    log.add_edge("up->down")
+    return EdgeSender(
+        sender="up-1",
+        edge="up->down",
+        target="down",
+        address=f"127.0.0.1:{closed_port()}",
+        log=log,
+        codec=RowCodec(SCHEMA, plan.Kind.STREAM),
+        channel=pb.DATA,
+        epoch=lambda: 0,
+        on_feedback=lambda s, f: None,
+        connect_timeout=0.3,
+        unreachable_is_fatal=fatal,
+    )
+
+
+async def test_a_first_sender_gives_up_on_a_peer_never_reached() -> None:
+    with pytest.raises(PeerUnreachable, match="cannot reach down"):
+        await asyncio.wait_for(sender(fatal=True).run(), timeout=20)
+
+
+async def test_a_later_sender_keeps_trying() -> None:
+    later = sender(fatal=False)
+    task = asyncio.create_task(later.run())
+    try:
+        await asyncio.sleep(1.5)  # five connect timeouts
+        assert not task.done()
+        assert later.last_error is not None and "UNAVAILABLE" in later.last_error
+    finally:
+        later.stop()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
