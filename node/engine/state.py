@@ -79,10 +79,6 @@ def _same_shape(fresh: Any, value: Any) -> bool:
     """Whether ``value`` can stand where a fresh operator holds ``fresh``:
     a container or engine object of the same type, or a scalar (or None)
     where the fresh operator holds a scalar or None."""
-    if (
-        isinstance(fresh, _CONTAINERS)
-        or type(fresh) in STATE_CLASSES.by_type
-        or type(fresh) in STATE_CLASSES.form_of
-    ):
+    if isinstance(fresh, _CONTAINERS) or STATE_CLASSES.knows(type(fresh)):
         return type(value) is type(fresh)
     return value is None or isinstance(value, (int, float, str, tuple))

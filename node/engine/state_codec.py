@@ -77,6 +77,10 @@ class _Registry:
         self.forms[form.name] = form
         return form
 
+    def knows(self, cls: type) -> bool:
+        """Whether instances of ``cls`` may be part of a state."""
+        return cls in self.by_type or cls in self.form_of
+
 
 STATE_CLASSES = _Registry()
 

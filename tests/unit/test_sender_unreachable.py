@@ -6,10 +6,10 @@ when its new consumer spent more than ``connect_timeout`` restoring."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
+from coordinator.ports import PortAllocator
 from ha.output_log import OutputLog
 from node.codec import RowCodec
 from node.cql import plan
@@ -19,14 +19,6 @@ from semiactive.wire import dataplane_pb2 as pb
 SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 def sender(fatal: bool) -> EdgeSender:
     log = OutputLog()
     log.add_edge("up->down")
@@ -34,7 +26,7 @@ def sender(fatal: bool) -> EdgeSender:
         sender="up-1",
         edge="up->down",
         target="down",
-        address=f"127.0.0.1:{closed_port()}",
+        address=f"127.0.0.1:{PortAllocator().take()}",  # nothing listens there
         log=log,
         codec=RowCodec(SCHEMA, plan.Kind.STREAM),
         channel=pb.DATA,
