@@ -21,7 +21,7 @@ drive it the same way.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ha.output_log import UNBOUNDED, OutputLog
 from ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateSnapshot
@@ -29,6 +29,7 @@ from ha.stage import HaMode, StageSpec
 from node.codec import RowCodec
 from node.engine import state
 from node.engine.elements import Element
+from node.engine.engine import Engine
 from node.engine.state_codec import StateFormatError
 from node.sections.input import EdgeInput, InputSection
 from node.sections.mqo import MqoSection
@@ -51,6 +52,17 @@ def batch_size(mode: HaMode, configured: int) -> int:
     return UNBOUNDED
 
 
+#: Takes an engine's state (``node.engine.state.capture``) and hands the
+#: bytes, or the error that stopped it, to the callback: at once, or later
+#: (the node daemon captures in a forked child so that its event loop runs
+#: on while a large state is written).
+StateCapture = Callable[[Engine, Callable[[bytes | BaseException], None]], None]
+
+
+def capture_now(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+    done(state.capture(engine))
+
+
 class StageReplica:
     def __init__(
         self,
@@ -62,6 +74,7 @@ class StageReplica:
         run_rows: int | None = None,
         snapshot_rows: int = 0,
         snapshot_phase: int = 0,
+        capture: StateCapture = capture_now,
     ) -> None:
         """``consumer_batch``: per output edge id, the batch size B its
         consumer's HA mode asks for. ``run_rows``: at most about that many
@@ -72,7 +85,9 @@ class StageReplica:
         so that the cut can pass them (0: never). ``snapshot_phase``: the
         first capture comes that many rows early. The partitions of a stage
         count the same input positions (rows routed to the others
-        included), so without it they would all capture at once."""
+        included), so without it they would all capture at once.
+        ``capture``: how a state is taken (:data:`StateCapture`); one at a
+        time, and the cut waits for it."""
         assert (stage.program is not None or stage.mqo is not None) and stage.output is not None
         self.node = node
         self.stage = stage
@@ -82,6 +97,9 @@ class StageReplica:
         self.run_rows = run_rows
         self.snapshot_rows = snapshot_rows
         self.snapshot_phase = snapshot_phase
+        self.capture = capture
+        self.captures = 0  # tokens of captures taken (0 means none)
+        self.capture_error: BaseException | None = None
         self.warmup: ResyncPoint | None = None
         self.resyncs = 0
         self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
@@ -108,6 +126,7 @@ class StageReplica:
             self.operator = OperatorSection(stage.program, stage.output, cost, lineage=True)
         self.snapshots = SnapshotLog()
         self.captured: StateSnapshot | None = None  # the latest operator state captured or restored
+        self.capturing: tuple[int, int] | None = None  # (token, position) of a capture being taken
 
     # -- input ------------------------------------------------------------------------
 
@@ -133,7 +152,7 @@ class StageReplica:
         """Rebuild from ``point``. A state it carries that is not one of this
         program raises :class:`~node.engine.state_codec.StateFormatError`,
         and the replica is left as it was."""
-        before = (self.inputs, self.operator, self.snapshots, self.captured)
+        before = (self.inputs, self.operator, self.snapshots, self.captured, self.capturing)
         self._build()
         if point.state is not None:
             try:
@@ -141,7 +160,7 @@ class StageReplica:
                     raise StateFormatError("an MQO stage has no state snapshots")
                 state.restore(self.operator.engine, point.state.data)
             except ValueError:
-                self.inputs, self.operator, self.snapshots, self.captured = before
+                self.inputs, self.operator, self.snapshots, self.captured, self.capturing = before
                 raise
             self.captured = point.state
         self.log.reset(point.out_seq)
@@ -160,6 +179,8 @@ class StageReplica:
         """Process what the inputs allow; return the number of input rows."""
         if self.mode is Mode.FENCED:
             return 0
+        if self.capture_error is not None:
+            raise self.capture_error
         count = 0
         point = self.warmup
         if point is not None:
@@ -200,19 +221,44 @@ class StageReplica:
         engine = self.operator.engine
         low = engine.state_low()
         cut = position + 1 if low is None else min(low, position + 1)
-        held = self.captured
+        # The latest state: the one being captured, else the one held.
+        token, latest = self.capturing or (0, None if self.captured is None else self.captured.position)
         due = self.snapshot_rows
-        if held is None or cut > held.position:
-            held = None  # the state no longer covers rows the cut would keep
+        if latest is None or cut > latest:
+            token = 0  # the state no longer covers rows the cut would keep
+            latest = None
             due -= self.snapshot_phase
         else:
-            cut = held.position + 1
-        if self.snapshot_rows and position + 1 - cut >= due and isinstance(self.operator, OperatorSection):
-            held = self.captured = StateSnapshot(position, state.capture(self.operator.engine))
-            cut = position + 1
-        self.snapshots.record(
-            Snapshot(position, self.log.head, cut, engine.counters(), self.operator.time, held)
+            cut = latest + 1
+        start = (
+            self.snapshot_rows
+            and self.capturing is None
+            and position + 1 - cut >= due
+            and isinstance(self.operator, OperatorSection)
         )
+        if start:
+            self.captures += 1
+            token, latest, cut = self.captures, position, position + 1
+            self.capturing = (token, position)
+        held = self.captured if latest is not None and not token else None
+        self.snapshots.record(
+            Snapshot(position, self.log.head, cut, engine.counters(), self.operator.time, held, token)
+        )
+        if start:
+            assert isinstance(self.operator, OperatorSection)
+            self.capture(self.operator.engine, lambda result: self._captured(token, position, result))
+
+    def _captured(self, token: int, position: int, result: bytes | BaseException) -> None:
+        """Capture ``token`` (of the state after ``position``) ended. A
+        replica rebuilt meanwhile has other snapshots: it is ignored then."""
+        if self.capturing != (token, position):
+            return
+        self.capturing = None
+        if isinstance(result, BaseException):
+            self.capture_error = result  # raised by the next run, as a capture in place would
+            return
+        self.captured = StateSnapshot(position, result)
+        self.snapshots.fill(token, self.captured)
 
     @property
     def more(self) -> bool:

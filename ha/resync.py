@@ -19,7 +19,7 @@ retained upstream.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,9 @@ class Snapshot:
     counters: tuple[tuple[int, ...], ...]
     time: int
     state: StateSnapshot | None = None
+    # A capture still being taken (its token; 0: none): until it completes,
+    # this snapshot and every later one are not usable.
+    pending: int = 0
 
 
 class SnapshotLog:
@@ -80,11 +83,18 @@ class SnapshotLog:
         forget the older ones (they would only give older cuts)."""
         items = self._items
         chosen = None
-        while items and items[0].out_seq <= acked_out_seq:
+        while items and items[0].out_seq <= acked_out_seq and not items[0].pending:
             chosen = items.popleft()
         if chosen is not None:
             items.appendleft(chosen)
         return chosen
+
+    def fill(self, token: int, state: StateSnapshot) -> None:
+        """The capture ``token`` completed: the snapshots waiting for it
+        hold ``state`` and become usable."""
+        self._items = deque(
+            replace(s, state=state, pending=0) if s.pending == token else s for s in self._items
+        )
 
     def __len__(self) -> int:
         return len(self._items)

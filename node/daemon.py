@@ -90,7 +90,11 @@ class NodeDaemon:
         spare: bool = False,
         coordinator: str | None = None,
         network: Network | None = None,
+        capture_in_child: bool = True,
     ) -> None:
+        """``capture_in_child``: take operator state snapshots in a forked
+        child (node/forked_capture.py), not on the event loop; the in-memory
+        simulation, whose processes share one loop, turns it off."""
         if name not in topology.nodes:
             raise StartupError(
                 f"no node named {name!r} in {topology.path}; nodes: {', '.join(topology.nodes)}"
@@ -104,6 +108,7 @@ class NodeDaemon:
         self.run_dir = run_dir
         self.start_now = start_now
         self.coordinator = coordinator
+        self.capture_in_child = capture_in_child
         self.started_at = clock.monotonic()
         self.since = clock.wall()  # names this incarnation's series of counters
         self._tuning_intervals = tuning_intervals(topology)
@@ -213,6 +218,7 @@ class NodeDaemon:
             mode,
             assigned=assigned,
             witness=self.coordinator_hears,
+            capture_in_child=self.capture_in_child,
         )
         self.serving = role
         self.stage = stage

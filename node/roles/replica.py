@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from ha.detector import FailureDetector
-from ha.replica import Mode, StageReplica
+from ha.replica import Mode, StageReplica, capture_now
 from ha.resync import ResyncPoint, StateSnapshot
 from ha.routing import consumer_batch_sizes, producer_secondary
 from ha.state_transfer import StateAssembler, StateTransferError, chunks
@@ -34,6 +34,7 @@ from node import clock
 from node.connections import Candidate, ConnectionTable
 from node.engine.elements import Element
 from node.events import EventLog
+from node.forked_capture import ForkedCapture, forking_is_safe
 from node.messages import chunk_from_pb, chunk_to_pb, point_from_pb, point_to_pb, view_to_pb
 from node.metrics import NodeMetrics
 from node.outbound import Outbound
@@ -71,6 +72,7 @@ class ReplicaRole:
         mode: Mode,
         assigned: bool = False,
         witness: Callable[[str], bool | None] = lambda node: None,
+        capture_in_child: bool = False,
     ) -> None:
         """``assigned``: made a secondary by the coordinator in a running
         cluster (not from the configuration at startup), so an unreachable
@@ -89,6 +91,7 @@ class ReplicaRole:
         self.peers = peers
         self.metrics = metrics
         self.events = events
+        self.forked_capture = ForkedCapture() if capture_in_child and forking_is_safe() else None
         self.replica = StageReplica(
             node,
             stage,
@@ -101,6 +104,7 @@ class ReplicaRole:
             snapshot_phase=cfg.snapshot_rows * stage.partition.index // stage.partition.count
             if stage.partition is not None
             else 0,
+            capture=self.forked_capture or capture_now,
         )
         self.outbound = Outbound(
             node,
@@ -253,6 +257,8 @@ class ReplicaRole:
 
     def stop(self) -> None:
         self.outbound.stop()
+        if self.forked_capture is not None:
+            self.forked_capture.close()
         for task in [*self.tasks, *self._background]:
             task.cancel()
 

@@ -106,6 +106,7 @@ class _Cluster:
             spare=spare,
             coordinator=self.coordinator_address,
             network=self.fabric.network(name, process),
+            capture_in_child=False,  # every simulated process shares this process and its loop
         )
         self.daemons[name] = daemon
         self.tasks[name] = self.loop.spawn(process, daemon.serve())

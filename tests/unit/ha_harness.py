@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from ha.output_log import UNBOUNDED
-from ha.replica import Mode, StageReplica
+from ha.replica import Mode, StageReplica, StateCapture, capture_now
 from node.engine.elements import Element
 from semiactive import config, topology
 from semiactive.topology import Stage, Topology
@@ -50,7 +50,12 @@ def source_rows(n: int, seed: int, per_ts: int = 2) -> list[Element]:
 
 
 def replica(
-    stage: Stage, mode: Mode = Mode.PRIMARY, name: str = "r", snapshot_rows: int = 0, snapshot_phase: int = 0
+    stage: Stage,
+    mode: Mode = Mode.PRIMARY,
+    name: str = "r",
+    snapshot_rows: int = 0,
+    snapshot_phase: int = 0,
+    capture: StateCapture = capture_now,
 ) -> StageReplica:
     return StageReplica(
         name,
@@ -59,6 +64,7 @@ def replica(
         {e.id: UNBOUNDED for e in stage.outputs},
         snapshot_rows=snapshot_rows,
         snapshot_phase=snapshot_phase,
+        capture=capture,
     )
 
 

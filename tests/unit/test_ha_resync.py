@@ -10,6 +10,7 @@ what the primary emitted: same seqs, same timestamps, same values.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from ha.output_log import UNBOUNDED
 from ha.replica import Mode, StageReplica
 from ha.resync import ResyncPoint
+from node.engine import state
 from node.engine.elements import Element
 from node.engine.state_codec import StateFormatError
 from semiactive.topology import Stage
@@ -152,6 +154,60 @@ def test_a_snapshot_phase_moves_every_capture_not_only_the_first(tmp_path: Path)
                 positions.append(rep.captured.position)
     assert captured[0] == [100, 200, 300, 400]
     assert captured[50] == [50, 150, 250, 350]
+
+
+def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) -> None:
+    """A capture that completes later (the node forks for it): the cut
+    waits at the previous state, then moves to the new one, from which a
+    rebuilt replica emits what the primary emits; a capture that completes
+    after a rebuild is ignored, and one that failed fails the next run."""
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
+    stage = topo.stages["stage-1"]
+    edge, out = stage.inputs[0].id, stage.outputs[0].id
+    rows = source_rows(500, 3, per_ts=1)
+    taken: list[tuple[bytes, Callable[[bytes | BaseException], None]]] = []
+    rep = replica(
+        stage, snapshot_rows=100, capture=lambda engine, done: taken.append((state.capture(engine), done))
+    )
+
+    def point_after(upto: int) -> ResyncPoint:
+        for row in rows[rep.inputs.position : upto]:
+            rep.receive(edge, row[1], [row], row[0], False)
+            rep.run()
+        head = rep.log.head
+        rep.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
+        point = rep.level1()
+        assert point is not None
+        return point
+
+    assert point_after(150).cut_position == 1  # the capture at 100 is not in yet
+    assert len(taken) == 1
+    data, done = taken.pop()
+    done(data)
+    first = point_after(180)
+    assert first.state is not None and first.state.position == 100 and first.cut_position == 101
+    point_after(260)  # a capture at 200, still being taken: the cut stays at the first state
+    assert len(taken) == 1 and point_after(270).cut_position == 101
+
+    rebuilt, reference = replica(stage), replica(stage)
+    rebuilt.resync(first)
+    for target, part in ((rebuilt, rows[100:300]), (reference, rows[:300])):
+        for row in part:
+            target.receive(edge, row[1], [row], row[0], False)
+            target.run()
+    emitted = reference.log.get(first.out_seq + 1, reference.log.head)
+    assert emitted and rebuilt.log.get(first.out_seq + 1, rebuilt.log.head) == emitted
+
+    late = taken.pop()
+    rep.resync(first)  # rebuilt: the capture it started before is not its state
+    late[1](late[0])
+    assert rep.captured is not None and rep.captured.position == 100
+    for row in rows[100:210]:
+        rep.receive(edge, row[1], [row], row[0], False)
+        rep.run()
+    taken.pop()[1](RuntimeError("the child died"))
+    with pytest.raises(RuntimeError, match="the child died"):
+        rep.run()
 
 
 def test_a_point_whose_state_is_not_of_this_program_is_refused_and_changes_nothing(tmp_path: Path) -> None:
