@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.xways is not None and not 1 <= args.xways <= 64:
         parser.error("--xways must be 1..64 (one partition per expressway)")
     with tempfile.TemporaryDirectory(prefix="linear-road-") as tmp:
-        workdir = args.run_dir or Path(tmp)
+        workdir = (args.run_dir or Path(tmp)).resolve()  # its commands run from the repository
         workdir.mkdir(parents=True, exist_ok=True)
         if args.data is None:
             xways = args.xways or 1

@@ -6,7 +6,9 @@ generator's data (CSV files as ``bench/linear_road.py convert`` writes them).
 
 Feeds expressway ``--xway``'s rows in order, one second of data per
 advance, and at each ``--at`` second: captures the state (time, bytes),
-decodes and restores it into a fresh engine (time), and checks that the
+captures it again in a forked child as a node daemon does (how long the
+parent stops for the fork, and until the bytes are in), decodes and
+restores it into a fresh engine (time), and checks that the
 restored engine then answers the next 30 s exactly as the original. The
 rebuild a snapshot replaces is a replay of every row from the first (the
 historical tolls included), whose cost is the processing time up to that
@@ -16,6 +18,7 @@ second, printed beside it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import csv
 import heapq
 import sys
@@ -30,6 +33,7 @@ from node.cql import compile_program
 from node.engine import state
 from node.engine.elements import Element
 from node.engine.engine import Engine
+from node.forked_capture import ForkedCapture
 
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "linear-road" / "xway.cql"
 INPUTS = ("HistTolls", "PosReport", "ExpQuery")
@@ -72,6 +76,21 @@ class Fed:
         return out
 
 
+def _forked(engine: Engine) -> tuple[float, float, bytes | BaseException]:
+    """A capture in a forked child: seconds the caller is stopped (the
+    fork), seconds until the bytes are in, and the bytes."""
+
+    async def capture() -> tuple[float, float, bytes | BaseException]:
+        done: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+        started = time.perf_counter()
+        ForkedCapture()(engine, done.set_result)
+        paused = time.perf_counter() - started
+        result = await done
+        return paused, time.perf_counter() - started, result
+
+    return asyncio.run(capture())
+
+
 def _without_lineage(out: list[Element]) -> list[Element]:
     return [e[:1] + e[2:] for e in out]
 
@@ -89,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     original = Fed(Engine(program, ["XOut"], lineage=True))
     restored: dict[int, Fed] = {}  # by the second of their snapshot: compared for 30 s after it
     second = 0
-    print("data s      rows  replay s  state MB  capture s  restore s")
+    print("data s      rows  replay s  state MB  capture s  fork ms  forked s  restore s")
     for name, element in elements(args.directory, args.xway):
         while element[0] >= (second + 1) * 1000:
             second += 1
@@ -107,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 data = state.capture(original.engine)
                 capture_s = time.perf_counter() - started
+                paused_s, forked_s, forked = _forked(original.engine)
+                assert forked == data, forked
                 started = time.perf_counter()
                 fresh = Engine(program, ["XOut"], lineage=True)
                 state.restore(fresh, data)
@@ -114,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                 restored[second] = Fed(fresh)
                 print(
                     f"{second:6d} {element[1] - 1:9d} {original.busy_s:9.1f} {len(data) / 1e6:9.1f} "
-                    f"{capture_s:10.2f} {restore_s:10.2f}",
+                    f"{capture_s:10.2f} {paused_s * 1000:8.1f} {forked_s:9.2f} {restore_s:10.2f}",
                     flush=True,
                 )
             if not marks and not restored:
