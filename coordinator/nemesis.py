@@ -91,9 +91,13 @@ class Nemesis:
         self._resume: list[tuple[float, int, str]] = []  # (monotonic due, pid, node)
 
     def wait_for_start(self, timeout: float = START_TIMEOUT_S) -> float:
-        """t0 of the run, once ``cluster up`` has started the sources."""
+        """t0 of the run, once ``cluster up`` has started the sources. A run
+        whose launcher is not there after ``timeout`` is refused; once it
+        is, the wait lasts as long as the launcher lives (a large run loads
+        its sources for minutes, and the launcher has its own deadlines)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        launcher: object = None
+        while isinstance(launcher, int) or time.monotonic() < deadline:
             doc = read_cluster(self.run_dir)
             if doc is not None and isinstance(doc.get("t0_unix"), int | float):
                 return float(doc["t0_unix"])
@@ -103,7 +107,7 @@ class Nemesis:
                     f"the run in {self.run_dir} ended before it started (its launcher is gone)"
                 )
             time.sleep(0.02)
-        raise NemesisError(f"no started run in {self.run_dir} after {timeout:.0f} s (cluster.json, t0_unix)")
+        raise NemesisError(f"no run in {self.run_dir} after {timeout:.0f} s (cluster.json, launcher_pid)")
 
     def run(self) -> int:
         t0 = self.wait_for_start()

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -265,6 +266,29 @@ def test_the_nemesis_gives_up_on_a_run_whose_launcher_is_gone(tmp_path: Path) ->
     with pytest.raises(NemesisError, match="ended before it started"):
         Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=30)
     assert time.monotonic() - started < 5
+
+
+def test_the_nemesis_waits_as_long_as_a_live_launcher_starts_and_no_longer_for_none(tmp_path: Path) -> None:
+    """A large run loads its sources for minutes: past the timeout, a live
+    launcher is waited for; a run directory without one is not."""
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "cluster", "up"])
+    try:
+        (tmp_path / "cluster.json").write_text(json.dumps({"t0_unix": None, "launcher_pid": launcher.pid}))
+        started = threading.Timer(
+            0.8,
+            lambda: (tmp_path / "cluster.json").write_text(
+                json.dumps({"t0_unix": 1234.5, "launcher_pid": launcher.pid})
+            ),
+        )
+        started.start()
+        nemesis = Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)])
+        assert nemesis.wait_for_start(timeout=0.2) == 1234.5
+    finally:
+        launcher.kill()
+        launcher.wait()
+    (tmp_path / "cluster.json").unlink()
+    with pytest.raises(NemesisError, match="no run in"):
+        Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=0.2)
 
 
 def test_a_detection_just_before_the_launcher_saw_the_exit_belongs_to_it(tmp_path: Path) -> None:
