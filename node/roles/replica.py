@@ -81,8 +81,9 @@ class ReplicaRole:
         cfg = topology.config
         self.assigned = assigned
         # An assigned secondary re-protects its stage once it holds the
-        # primary's state (rebuilt from a resync point): when, for telemetry.
+        # primary's state: when, for telemetry (_caught_up).
         self.assigned_at: float | None = clock.wall() if assigned else None
+        self._catch_up_to: int | None = None
         self.witness = witness
         self.node = node
         self.stage = stage
@@ -323,7 +324,7 @@ class ReplicaRole:
             self._registrations()
             if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
                 self.assigned_at = None  # promoted first: nothing re-protected
-            if self.assigned_at is not None and replica.resyncs and not replica.warming_up:
+            if self.assigned_at is not None and self._caught_up():
                 self.events.emit(
                     "reprotected",
                     stage=self.stage.name,
@@ -337,6 +338,23 @@ class ReplicaRole:
                 self.outbound.appended()
             self._check_recovered()
             await asyncio.sleep(0)
+
+    def _caught_up(self) -> bool:
+        """Whether an assigned secondary holds the primary's state: rebuilt
+        from a resync point, or, fed from the first row (its producers kept
+        them all, so no point was needed), past the output its consumers
+        had from the primary when their acknowledgements first reached it."""
+        replica = self.replica
+        if replica.warming_up:
+            return False
+        if replica.resyncs:
+            return True
+        if self._catch_up_to is None:
+            acked = max((cursors.acked for cursors in replica.log.edges.values()), default=0)
+            if not acked:
+                return False
+            self._catch_up_to = acked
+        return replica.log.head >= self._catch_up_to
 
     def _registrations(self) -> None:
         """An MQO stage's registrations, accepted or refused, as events (the

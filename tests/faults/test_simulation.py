@@ -160,3 +160,31 @@ def test_a_fenced_primary_reassigned_behind_a_partition_does_not_take_over_again
         if event["event"] == "takeover" and event["stage"] == "sum-2"
     ]
     assert len(takeovers) == 1, takeovers
+
+
+def test_a_new_secondary_fed_from_the_first_row_reports_its_re_protection(tmp_path: Path) -> None:
+    """sum-2 over [Range Unbounded] keeps its producers' logs from the first
+    row, so the secondary that replaces a killed one needs no resync point:
+    it is fed from seq 1. It used to never say when it had caught up."""
+    cfg = yaml.safe_load((Path(__file__).parents[2] / CONFIG).read_text())
+    sum2 = next(s for s in cfg["stages"] if s["name"] == "sum-2")
+    sum2["query"] = (
+        "REGISTER QUERY s2 AS ISTREAM(SELECT SUM(val) AS total, COUNT(*) AS n FROM s1 [Range Unbounded])"
+    )
+    path = tmp_path / "unbounded.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outcome = simulate(
+        resolve(config.load(path)), 1, [Fault(0.8, FaultKind.KILL, "node-4")], keep_dir=run_dir
+    )
+    assert outcome.ok, outcome.summary()
+    events = [
+        event
+        for log in (run_dir / "telemetry").glob("events-*.jsonl")
+        for event in map(json.loads, log.read_text().splitlines())
+    ]
+    assert not [e for e in events if e["event"] == "resync" and e.get("stage") == "sum-2"]
+    assert [e["node"] for e in events if e["event"] == "reprotected"] == ["spare-1"], [
+        e for e in events if e.get("stage") == "sum-2"
+    ]
