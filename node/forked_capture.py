@@ -13,7 +13,9 @@ from its event loop, a chunk at a time, and hands the bytes on. The child
 touches no socket or thread of the parent (gRPC's threads do not exist in
 it, and gRPC's fork handlers are turned off: node/__init__.py), and dies
 with the parent (``PR_SET_PDEATHSIG``) so that a SIGKILLed node leaves no
-child behind.
+child behind. Before it forks, the parent freezes the cyclic collector's
+generations (``gc.freeze()``, as CPython's documentation advises before a
+fork): the long-lived state is then never traversed again.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ class ForkedCapture:
     def __call__(self, engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
+        # Every object alive now leaves the cyclic collector's reach. The
+        # state is most of them, long-lived and acyclic: in Linear Road the
+        # collector's passes over it took a third of a replica's CPU and
+        # stopped it for up to 2.5 s at 3,000 s of data. It also keeps the
+        # parent's collections from copying the pages the child shares.
+        # What it costs: a cycle alive now and garbage later is never freed.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
             os.close(read_fd)

@@ -6,6 +6,7 @@ its children, and a SIGKILLed node leaves none behind."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,13 @@ from node.forked_capture import ForkedCapture
 from tests.unit.test_engine_state import RELATIONAL, _engine, _relational, _step
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen() -> Iterator[None]:
+    """A capture freezes the collector's generations: not the test process's."""
+    yield
+    gc.unfreeze()
 
 
 def _running(pid: int) -> bool:
@@ -52,6 +61,7 @@ async def test_the_bytes_are_the_state_at_the_call_whatever_the_parent_does_next
     assert state.capture(engine) != expected
     assert await asyncio.wait_for(result, 30) == expected
     assert not capture.readers
+    assert gc.get_freeze_count() > 0  # the state alive at the fork is left to reference counting
 
 
 async def test_a_child_that_fails_gives_an_error_and_leaves_the_parent_as_it_was() -> None:
