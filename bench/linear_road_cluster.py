@@ -262,8 +262,10 @@ def progress(run_dir: Path, speed: float, duration: float) -> str:
     """One line on a running replay: how far, how many answers, how far the
     newest answer lags behind the replay (benchmark seconds)."""
     try:
-        t0 = float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"] or 0)
+        t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
     except (OSError, ValueError, KeyError):
+        t0 = None
+    if not isinstance(t0, int | float):
         return "starting the cluster"
     elapsed = time.time() - t0
     answers, newest = 0, None
