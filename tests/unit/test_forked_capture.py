@@ -93,6 +93,11 @@ async def test_closing_kills_a_capture_being_taken_and_drops_its_callback(
     assert results == []
 
 
+async def test_the_child_runs_at_the_lowest_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state, "capture", lambda engine: str(os.nice(0)).encode())  # run in the child
+    assert await _capture(ForkedCapture(), _engine(RELATIONAL)) == b"19"
+
+
 def test_a_sigkilled_node_leaves_no_capture_child() -> None:
     parent = textwrap.dedent(
         """
