@@ -54,12 +54,11 @@ class ForkedCapture:
     def __call__(self, engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
-        # Every object alive now leaves the cyclic collector's reach. The
-        # state is most of them, long-lived and acyclic: in Linear Road the
-        # collector's passes over it took a third of a replica's CPU and
-        # stopped it for up to 2.5 s at 3,000 s of data. It also keeps the
-        # parent's collections from copying the pages the child shares.
-        # What it costs: a cycle alive now and garbage later is never freed.
+        # Every object alive now leaves the cyclic collector's reach: the
+        # state is most of them, long-lived and acyclic, and full
+        # collections over it grow with it; nor do the parent's collections
+        # then copy the pages the child shares. What it costs: a cycle
+        # alive now and garbage later is never freed.
         gc.freeze()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
