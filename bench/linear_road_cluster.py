@@ -205,23 +205,24 @@ def run_cluster(
         launcher = subprocess.Popen(
             [sys.executable, "-m", "semiactive", *up], cwd=ROOT, stdout=log, stderr=log
         )
-        nemesis = None
-        if kill_at is not None:
-            kill = ["nemesis", str(run_dir), "--kill", f"x0@{kill_at}"]
-            nemesis = subprocess.Popen(
-                [sys.executable, "-m", "semiactive", *kill], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
-            )
+        nemesis: subprocess.Popen[bytes] | None = None
         try:
             while launcher.poll() is None:
+                # Started once the run has its t0: the launcher reads the
+                # sources' files first, minutes for the 3-hour data.
+                if kill_at is not None and nemesis is None and _started(run_dir):
+                    kill = [sys.executable, "-m", "semiactive", "nemesis", str(run_dir)]
+                    kill += ["--kill", f"x0@{kill_at}"]
+                    nemesis = subprocess.Popen(kill, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
                 if time.perf_counter() - start > duration + 600:
                     raise SystemExit(
                         f"the run did not end 10 minutes after its {duration:.0f} s (see {log.name})"
                     )
                 try:
-                    launcher.wait(timeout=PROGRESS_S)
+                    launcher.wait(timeout=PROGRESS_S if nemesis is not None or kill_at is None else 1)
                 except subprocess.TimeoutExpired:
                     print(progress(run_dir, speed, duration), file=sys.stderr)
-            if nemesis is not None and nemesis.wait(timeout=60) != 0:
+            if kill_at is not None and (nemesis is None or nemesis.wait(timeout=60) != 0):
                 raise SystemExit(f"nemesis failed (see {log.name})")
         finally:
             for child in (launcher, nemesis):
@@ -256,6 +257,13 @@ def peak_retained(run_dir: Path) -> dict[str, int]:
             node = record["node"]
             peaks[node] = max(peaks.get(node, 0), int(record.get("output_log_rows", 0)))
     return peaks
+
+
+def _started(run_dir: Path) -> bool:
+    try:
+        return isinstance(json.loads((run_dir / "cluster.json").read_text())["t0_unix"], int | float)
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def progress(run_dir: Path, speed: float, duration: float) -> str:

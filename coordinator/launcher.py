@@ -127,17 +127,12 @@ class Cluster:
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
         self.programs = topology_mod.programs_fingerprint(self.topology)
+        self.check_files()
         self.run_dir = run_dir
         self.processes: dict[str, Process] = {}
-        self.t0 = 0.0
-        # Reading the sources' files takes minutes for large ones (Linear
-        # Road's 3 hours: 23 M rows); a nemesis waits for the run as long
-        # as this launcher lives, so it says first that it does.
-        run_dir.mkdir(parents=True, exist_ok=True)
-        self.write_cluster_json()
-        self.check_files()
         self.ports = PortAllocator()
         self.channels: dict[str, grpc.aio.Channel] = {}
+        self.t0 = 0.0
         self.events = EventLog("launcher", run_dir)
         self.watch = ProcessWatch(self.events)
         self.reprotect = True

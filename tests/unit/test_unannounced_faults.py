@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.faults import Fault, FaultKind
-from coordinator.launcher import Cluster
-from coordinator.nemesis import Nemesis, NemesisError, read_cluster, read_history, runs
+from coordinator.nemesis import Nemesis, NemesisError, read_history, runs
 from coordinator.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
 from coordinator.report import analyse
 from coordinator.supervision import ProcessWatch, process_state
@@ -290,17 +289,6 @@ def test_the_nemesis_waits_as_long_as_a_live_launcher_starts_and_no_longer_for_n
     (tmp_path / "cluster.json").unlink()
     with pytest.raises(NemesisError, match="no run in"):
         Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=0.2)
-
-
-def test_the_launcher_says_it_lives_before_it_reads_the_sources_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """So that a nemesis started beside it waits through minutes of reading."""
-    seen: list[object] = []
-    monkeypatch.setattr(Cluster, "check_files", lambda self: seen.append(read_cluster(self.run_dir)))
-    Cluster(str(ROOT / "examples" / "paper-chain.yaml"), tmp_path / "run")
-    (doc,) = seen
-    assert isinstance(doc, dict) and doc["launcher_pid"] == os.getpid() and doc["t0_unix"] is None
 
 
 def test_a_detection_just_before_the_launcher_saw_the_exit_belongs_to_it(tmp_path: Path) -> None:
