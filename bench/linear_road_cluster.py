@@ -206,11 +206,12 @@ def run_cluster(
             [sys.executable, "-m", "semiactive", *up], cwd=ROOT, stdout=log, stderr=log
         )
         nemesis: subprocess.Popen[bytes] | None = None
+        shown = start
         try:
             while launcher.poll() is None:
                 # Started once the run has its t0: the launcher reads the
                 # sources' files first, minutes for the 3-hour data.
-                if kill_at is not None and nemesis is None and _started(run_dir):
+                if kill_at is not None and nemesis is None and _t0(run_dir) is not None:
                     kill = [sys.executable, "-m", "semiactive", "nemesis", str(run_dir)]
                     kill += ["--kill", f"x0@{kill_at}"]
                     nemesis = subprocess.Popen(kill, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -219,9 +220,11 @@ def run_cluster(
                         f"the run did not end 10 minutes after its {duration:.0f} s (see {log.name})"
                     )
                 try:
-                    launcher.wait(timeout=PROGRESS_S if nemesis is not None or kill_at is None else 1)
+                    launcher.wait(timeout=1)  # the nemesis starts within a second of t0
                 except subprocess.TimeoutExpired:
-                    print(progress(run_dir, speed, duration), file=sys.stderr)
+                    if time.perf_counter() >= shown + PROGRESS_S:
+                        shown = time.perf_counter()
+                        print(progress(run_dir, speed, duration), file=sys.stderr)
             if kill_at is not None and (nemesis is None or nemesis.wait(timeout=60) != 0):
                 raise SystemExit(f"nemesis failed (see {log.name})")
         finally:
@@ -259,21 +262,20 @@ def peak_retained(run_dir: Path) -> dict[str, int]:
     return peaks
 
 
-def _started(run_dir: Path) -> bool:
+def _t0(run_dir: Path) -> float | None:
+    """The run's t0 once ``cluster up`` has started it, else None."""
     try:
-        return isinstance(json.loads((run_dir / "cluster.json").read_text())["t0_unix"], int | float)
+        t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
     except (OSError, ValueError, KeyError):
-        return False
+        return None
+    return float(t0) if isinstance(t0, int | float) else None
 
 
 def progress(run_dir: Path, speed: float, duration: float) -> str:
     """One line on a running replay: how far, how many answers, how far the
     newest answer lags behind the replay (benchmark seconds)."""
-    try:
-        t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
-    except (OSError, ValueError, KeyError):
-        t0 = None
-    if not isinstance(t0, int | float):
+    t0 = _t0(run_dir)
+    if t0 is None:
         return "starting the cluster"
     elapsed = time.time() - t0
     answers, newest = 0, None

@@ -102,9 +102,10 @@ def _child(engine: Engine, fd: int, parent: int) -> None:  # pragma: no cover - 
         if os.getppid() != parent:
             os._exit(1)  # the parent died before the signal was set
         data = state.capture(engine)
-        view = memoryview(_LENGTH.pack(len(data)) + data)
-        while view:
-            view = view[os.write(fd, view[:_CHUNK]) :]
+        for part in (_LENGTH.pack(len(data)), data):
+            view = memoryview(part)
+            while view:
+                view = view[os.write(fd, view[:_CHUNK]) :]
         status = 0
     except BaseException as exc:
         with contextlib.suppress(BaseException):

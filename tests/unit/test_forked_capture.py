@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.supervision import process_state
 from node.engine import state
 from node.engine.engine import Engine
 from node.forked_capture import ForkedCapture
@@ -35,12 +36,7 @@ def _unfrozen() -> Iterator[None]:
 
 
 def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(") ", 1)[1][0] != "Z"
+    return process_state(pid) not in (None, "Z")
 
 
 async def _capture(capture: ForkedCapture, engine: Engine) -> bytes | BaseException:
