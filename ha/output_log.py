@@ -13,7 +13,9 @@ edge has its own cursors ``cut <= backed_up + 1`` and ``backed_up <= head``:
 
 The log frees storage below the smallest cut over all edges. It is bounded:
 when it holds ``capacity`` rows, :attr:`full` tells the producer to wait
-(backpressure, never loss).
+(backpressure, never loss). Before that, :meth:`pressure` names the
+consumers whose cuts hold it, so that they capture their state early
+(docs/ha.md, "Pressure").
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class OutputLog:
         # ts of the last appended row: kept apart from _items, which may have
         # been freed by the time the stream finishes.
         self.last_ts: int | None = None
+        # Set by the replica that owns the log: its own producer is pressed
+        # and this log's consumers are what hold the replica's cut.
+        self.pressed = False
 
     # -- producer side --------------------------------------------------------
 
@@ -153,6 +158,18 @@ class OutputLog:
             self.take_backup(edge, force=True)
         return received + 1
 
+    def backup_written(self, edge: str, backup_sent: int) -> bool:
+        """The edge's backup stream has written up to ``backup_sent``: a cut
+        from a state that waited for it (:meth:`_state_cut`) goes on; return
+        whether it moved."""
+        cursors = self.edges[edge]
+        point = cursors.point
+        if point is None or point.state is None or cursors.cut >= point.edge_cut.get(edge, 0):
+            return False
+        before = cursors.cut
+        self.release(edge, self._state_cut(edge, point.edge_cut[edge], backup_sent))
+        return cursors.cut != before
+
     def needed_from(self) -> int:
         """The first seq some consumer may still need: the smallest cut its
         Level-1 points gave (1 for a consumer that gave none yet); unbounded
@@ -160,6 +177,19 @@ class OutputLog:
         if not self.edges:
             return UNBOUNDED
         return min(c.cut if c.point is not None else 1 for c in self.edges.values())
+
+    def pressure(self, edge: str) -> int:
+        """The first seq the consumer of ``edge`` holds, if it should
+        capture its state now to let the log go on; else 0. Pressed: it holds
+        half the log in rows it already received (a consumer merely behind
+        is not: no capture would free rows it has not processed), or this
+        log is :attr:`pressed` from upstream and its cut is the oldest."""
+        cursors = self.edges[edge]
+        cut = cursors.cut if cursors.point is not None else 1
+        held = cursors.acked - cut + 1
+        if held * 2 >= self.capacity or (self.pressed and held > 0 and cut == self.needed_from()):
+            return cut
+        return 0
 
     def start_for(self, edge: str, next_seq: int) -> tuple[ResyncPoint | None, int]:
         """Where to start feeding a receiver that wants ``next_seq``: there,

@@ -59,6 +59,13 @@ def batch_size(mode: HaMode, configured: int) -> int:
 StateCapture = Callable[[Engine, Callable[[bytes | BaseException], None]], None]
 
 
+class CaptureLost(RuntimeError):
+    """A capture ended without a state for a reason outside the state (its
+    forked child was killed: the kernel's OOM killer, an operator): taken
+    again at the next snapshot that is due. Any other error from a capture
+    is the state's (one the codec refuses) and fails the replica."""
+
+
 def capture_now(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
     done(state.capture(engine))
 
@@ -99,10 +106,15 @@ class StageReplica:
         self.snapshot_phase = snapshot_phase
         self.capture = capture
         self.captures = 0  # tokens of captures taken (0 means none)
+        self.captures_lost = 0
         self.capture_error: BaseException | None = None
         self.warmup: ResyncPoint | None = None
         self.resyncs = 0
         self.rewind: set[str] = set()  # input edges whose producers must restart from next_seq
+        # Per input edge, the seq its pressed producer holds from (Pressure
+        # frames); and whether a capture is due for the latest of them.
+        self.pressure: dict[str, int] = {}
+        self._relief = False
         self.log = OutputLog(self.capacity)
         for edge in stage.outputs:
             self.log.add_edge(edge.id, self.consumer_batch.get(edge.id, UNBOUNDED))
@@ -173,6 +185,32 @@ class StageReplica:
         if point.cut_position > point.position:
             self._finish_warmup()
 
+    def press(self, edge: str, from_seq: int) -> None:
+        """The producer of ``edge`` is pressed: this replica's cut holds its
+        log from ``from_seq`` (0: no longer pressed). Capture the state as
+        soon as a row is past the latest one (at once if the producer is
+        stopped), whatever :attr:`snapshot_rows` says. Each later
+        ``from_seq`` (still pressed after our cut moved) asks for one more."""
+        if from_seq:
+            self._relief = self._relief or self.pressure.get(edge) != from_seq
+            self.pressure[edge] = from_seq
+        else:
+            self.pressure.pop(edge, None)
+            if not self.pressure:
+                self._relief = False
+                self.log.pressed = False
+
+    def _forward_pressure(self, usable: Snapshot | None) -> None:
+        """Pass a producer's pressure on to our consumers when they, not our
+        own state, hold our cut back: by a quarter of a log or more between
+        the cut they allow (the usable snapshot's) and the latest snapshot's.
+        Consumers always lag a little; pressing them for that would only
+        make them capture for nothing."""
+        latest = self.snapshots.latest()
+        self.log.pressed = bool(self.pressure) and (
+            latest is not None and (usable is None or (latest.low - usable.low) * 4 >= self.capacity)
+        )
+
     # -- processing ---------------------------------------------------------------------
 
     def run(self) -> int:
@@ -201,6 +239,8 @@ class StageReplica:
             for edge in self.log.edges:
                 self.log.take_backup(edge)
             self._snapshot()
+        elif self._relief and self.snapshot_rows:
+            self._snapshot()  # no new input (the pressed producer may be stopped): capture now
         if self.inputs.end_of_stream and not self.inputs.backlog and not self.log.end_of_stream:
             self.log.finish(self.inputs.watermark())
         return count
@@ -233,10 +273,11 @@ class StageReplica:
         start = (
             self.snapshot_rows
             and self.capturing is None
-            and position + 1 - cut >= due
+            and (position + 1 - cut >= due or (self._relief and position + 1 > cut))
             and isinstance(self.operator, OperatorSection)
         )
         if start:
+            self._relief = False
             self.captures += 1
             token, latest, cut = self.captures, position, position + 1
             self.capturing = (token, position)
@@ -254,6 +295,10 @@ class StageReplica:
         if self.capturing != (token, position):
             return
         self.capturing = None
+        if isinstance(result, CaptureLost):
+            self.captures_lost += 1
+            self.snapshots.abandon(token)  # the cut stays where the previous state put it
+            return
         if isinstance(result, BaseException):
             self.capture_error = result  # raised by the next run, as a capture in place would
             return
@@ -288,6 +333,7 @@ class StageReplica:
         if self.warmup is not None:
             return None
         snap = self.snapshots.usable(self.log.needed_from() - 1)
+        self._forward_pressure(snap)
         if snap is None:
             return None
         edge_cut = self.inputs.edge_cut(snap.low)

@@ -96,6 +96,11 @@ class SnapshotLog:
             replace(s, state=state, pending=0) if s.pending == token else s for s in self._items
         )
 
+    def abandon(self, token: int) -> None:
+        """The capture ``token`` was lost: forget the snapshots waiting for
+        it (their cuts needed its state); the older ones stay usable."""
+        self._items = deque(s for s in self._items if s.pending != token)
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -510,7 +510,8 @@ class NodeDaemon:
 
     async def _until_exit(self) -> int:
         """0 when asked to exit; 1 when a peer was never reached (the
-        sender's :class:`~node.transport.PeerUnreachable`)."""
+        sender's :class:`~node.transport.PeerUnreachable`) or a task of the
+        role failed (``Outbound.failures``)."""
         exit_waiter = asyncio.ensure_future(self.exit.wait())
         try:
             while not exit_waiter.done():

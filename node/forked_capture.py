@@ -25,13 +25,17 @@ import asyncio
 import contextlib
 import ctypes
 import gc
+import logging
 import os
 import signal
 import struct
 from collections.abc import Callable
 
+from ha.replica import CaptureLost
 from node.engine import state
 from node.engine.engine import Engine
+
+log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct("!Q")
 _CHUNK = 1 << 20
@@ -159,6 +163,11 @@ class _PipeReader:
             (length,) = _LENGTH.unpack(self.header)
             if len(data) == length:
                 return data
+        if code is not None and code < 0:
+            log.warning(
+                "a state capture's child (pid %d) was killed by signal %d; taken again later", self.pid, -code
+            )
+            return CaptureLost(f"a state capture's child (pid {self.pid}) was killed by signal {-code}")
         return RuntimeError(
             f"a state capture's child (pid {self.pid}) ended with status {code} after "
             f"writing {len(self.header) + len(data)} bytes (its error, if any, is on the node's stderr)"

@@ -150,6 +150,12 @@ class NodeMetrics:
             ["stage"],
             registry=r,
         )
+        self.pressed = Counter(
+            "semiactive_pressed_total",
+            "Times a producer said this node's cut held its output log (a capture out of turn).",
+            ["stage"],
+            registry=r,
+        )
         self.reprotections = Counter(
             "semiactive_reprotections_total",
             "Times this node became a stage's new secondary and caught up with its primary.",
@@ -170,6 +176,7 @@ class NodeMetrics:
             self.recovery,
             self.fenced,
             self.reprotections,
+            self.pressed,
             self.warmup,
             self.heartbeats_sent,
             self.heartbeats_missed,
@@ -195,6 +202,8 @@ class NodeMetrics:
                 self.recovery.labels(stage).observe(float(record.get("recovery_ms", 0.0)) / 1000)
             case "fenced":
                 self.fenced.labels(stage).inc()
+            case "pressed":
+                self.pressed.labels(stage).inc()
             case "reprotected":
                 self.reprotections.labels(stage).inc()
                 if "warmup_ms" in record:

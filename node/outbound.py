@@ -69,6 +69,7 @@ class Outbound:
         self.tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self.room = asyncio.Event()
         self.room.set()
+        # What ends the node (exit 1): a sender's PeerUnreachable, a failed task of the role.
         self.failures: asyncio.Queue[BaseException] = asyncio.Queue()
         self.bytes_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> bytes, all senders ever
         self.rows_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> rows, all senders ever
@@ -119,6 +120,7 @@ class Outbound:
                     if cfg.network is not None and cfg.network.delay
                     else 0.0,
                     owned=edge.owned if edge.routing is not None else None,
+                    on_sent=self._backup_written if channel == pb.BACKUP else None,
                 )
                 self.senders[key] = sender
                 task = asyncio.create_task(sender.run(), name=f"send {edge.id} {CHANNELS[channel]}")
@@ -135,6 +137,14 @@ class Outbound:
             self.rows_sent[key] += rows
 
         return count
+
+    def _backup_written(self, sender: EdgeSender) -> None:
+        """A Level-1 cut waiting for the backup stream goes on now: with the
+        stream stalled (a full log), no later acknowledgement would move it."""
+        if self.log.backup_written(sender.edge, sender.sent):
+            if not self.log.full:
+                self.room.set()
+            self.wake()
 
     def _lost(self, sender: EdgeSender, first: int, last: int) -> None:
         """Rows a receiver needed were freed: never expected; a loss every
@@ -183,6 +193,10 @@ class Outbound:
             self.log.take_backup(edge)
         if self.log.full:
             self.room.clear()
+        self.wake()
+
+    def wake(self) -> None:
+        """Let every sender look at the log again (rows, time, pressure)."""
         for sender in self.senders.values():
             sender.wake.set()
 

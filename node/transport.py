@@ -264,8 +264,10 @@ class EdgeSender:
         network: Network | None = None,
         delay_s: float = 0.0,
         owned: Callable[[Sequence[Element], int], list[bool] | None] | None = None,
+        on_sent: Callable[[EdgeSender], None] | None = None,
     ) -> None:
         self.sender = sender
+        self.on_sent = on_sent  # after rows were written
         # A partition's edge: which rows it owns (the others go elided).
         self.owned = owned
         self.network = network or insecure(sender)
@@ -291,6 +293,7 @@ class EdgeSender:
         self.welcome_seq: int | None = None  # what the receiver first asked for
         self.sent_watermark = -(2**62)
         self.sent_eos = False
+        self.sent_pressure = 0  # the last Pressure.from_seq written on the current stream
         self.connected = asyncio.Event()
         self.ever_connected = False
         self.bytes_sent = 0
@@ -407,6 +410,7 @@ class EdgeSender:
         self.acked = max(self.acked, wanted - 1)
         self.sent_eos = False
         self.sent_watermark = -(2**62)
+        self.sent_pressure = 0
         self.ever_connected = True
         self.connected.set()
         reader = asyncio.create_task(self._read(call))
@@ -494,6 +498,10 @@ class EdgeSender:
                 if self.on_lost is not None:
                     self.on_lost(self, self.sent + 1, log_.first - 1)
                 self.sent = log_.first - 1
+            pressure = log_.pressure(self.edge) if self.channel == pb.DATA else 0
+            if pressure != self.sent_pressure:
+                await self._write(call, pb.Frame(pressure=pb.Pressure(from_seq=pressure)))
+                self.sent_pressure = pressure
             limit = self.limit()
             available = limit - self.sent
             small = 0 < available < self.batch_rows
@@ -525,6 +533,8 @@ class EdgeSender:
                 eos = last >= log_.head and log_.end_of_stream
                 await self._write_batch(call, self.sent + 1, rows, watermark, eos, elide, mask)
                 self.sent = last
+                if self.on_sent is not None:
+                    self.on_sent(self)
                 continue
             watermark = log_.watermark if limit >= log_.head else self.sent_watermark
             eos = log_.end_of_stream and limit >= log_.head

@@ -60,6 +60,11 @@ class Receiver(Protocol):
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]: ...
 
+    def pressed(self, edge: str, from_seq: int) -> None:
+        """The producer of ``edge`` is pressed from ``from_seq`` on (0: no
+        longer)."""
+        ...
+
     async def received(self) -> None: ...
 
 
@@ -196,6 +201,8 @@ class InboundEdgeSession:
             rewind.discard(self.edge.id)
             if rewind:
                 self.on_rewind(rewind)
+        elif body == "pressure" and stream.hello.channel == pb.DATA:
+            self.receiver.pressed(self.edge.id, frame.pressure.from_seq)
         else:
             raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unexpected {body} frame")
         await self.receiver.received()

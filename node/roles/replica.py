@@ -239,6 +239,14 @@ class ReplicaRole:
         self.wake.set()
         return rewind
 
+    def pressed(self, edge: str, from_seq: int) -> None:
+        if from_seq and edge not in self.replica.pressure:
+            log.debug("%s: the producer of %s is pressed from seq %d", self.stage.name, edge, from_seq)
+            self.events.emit("pressed", stage=self.stage.name, edge=edge, from_seq=from_seq)
+        self.replica.press(edge, from_seq)
+        self.wake.set()
+        self.outbound.wake()
+
     async def received(self) -> None:
         self.wake.set()
         limit = self.topology.config.queue_rows
@@ -255,6 +263,19 @@ class ReplicaRole:
             self.outbound.reconcile(starting=True)
         else:
             self.tasks.append(asyncio.create_task(self._watch_primary(), name="heartbeats"))
+        for task in self.tasks:
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """A task of the role that raised ends the node (exit 1, through the
+        failures its daemon watches): a replica whose operator stopped must
+        not live on as if it served its stage; its secondary takes over."""
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            assert error is not None
+            self.outbound.failures.put_nowait(
+                RuntimeError(f"{self.stage.name}: {task.get_name()} failed: {error!r}")
+            )
 
     def stop(self) -> None:
         self.outbound.stop()
@@ -400,7 +421,10 @@ class ReplicaRole:
 
     def send_acks(self) -> None:
         self._last_acks = clock.monotonic()
+        pressed = self.replica.log.pressed
         level1 = self.replica.level1()
+        if self.replica.log.pressed != pressed:
+            self.outbound.wake()  # our consumers hold our producer's log: tell them
         # One message for every edge: a point holds a counter tuple per
         # operator (hundreds in a large program).
         point = None if level1 is None else point_to_pb(level1)

@@ -73,6 +73,9 @@ class SinkRole:
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         return set()  # a sink keeps no state: it never needs to rebuild
 
+    def pressed(self, edge: str, from_seq: int) -> None:
+        pass  # its cut is what it received: nothing to capture
+
     def level1(self) -> ResyncPoint:
         """A sink needs nothing before what it has: cut = received + 1."""
         edges = self.inputs.edges

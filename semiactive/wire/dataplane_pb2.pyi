@@ -114,16 +114,24 @@ class Counters(_message.Message):
     def __init__(self, values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Frame(_message.Message):
-    __slots__ = ("hello", "batch", "resync", "state")
+    __slots__ = ("hello", "batch", "resync", "state", "pressure")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     RESYNC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    PRESSURE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     batch: Batch
     resync: ResyncPoint
     state: StateChunk
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., resync: _Optional[_Union[ResyncPoint, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ...) -> None: ...
+    pressure: Pressure
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., resync: _Optional[_Union[ResyncPoint, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ..., pressure: _Optional[_Union[Pressure, _Mapping]] = ...) -> None: ...
+
+class Pressure(_message.Message):
+    __slots__ = ("from_seq",)
+    FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    from_seq: int
+    def __init__(self, from_seq: _Optional[int] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("next_seq", "idle_from")

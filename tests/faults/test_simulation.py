@@ -17,13 +17,16 @@ from __future__ import annotations
 import gc
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from coordinator.control import Coordinator, Liveness
+from ha.replica import capture_now
 from ha.views import StageView
+from node.engine.engine import Engine
 from semiactive import config
 from semiactive.sim.campaign import replay_command, run_campaign, run_seed
 from semiactive.sim.cluster import simulate
@@ -188,3 +191,75 @@ def test_a_new_secondary_fed_from_the_first_row_reports_its_re_protection(tmp_pa
     assert [e["node"] for e in events if e["event"] == "reprotected"] == ["spare-1"], [
         e for e in events if e.get("stage") == "sum-2"
     ]
+
+
+def _pressed_chain(tmp_path: Path) -> Path:
+    """sim-chain with select-1 keeping a third of the rows and sum-2 over
+    [Range Unbounded], capturing every 40 of its rows: about 120 source
+    rows, and the source's log holds 64. sum-2's cut moves only at its
+    captures and select-1's follows it, so the source's log fills first."""
+    cfg = yaml.safe_load((Path(__file__).parents[2] / CONFIG).read_text())
+    cfg.update(queue_rows=64, snapshot_rows=40)
+    cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": 400}]
+    stages = {s["name"]: s for s in cfg["stages"]}
+    stages["select-1"]["query"] = "REGISTER QUERY s1 AS SELECT * FROM readings WHERE val % 3 = 0"
+    stages["sum-2"]["query"] = (
+        "REGISTER QUERY s2 AS ISTREAM(SELECT SUM(val) AS total, COUNT(*) AS n FROM s1 [Range Unbounded])"
+    )
+    path = tmp_path / "pressed.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_a_chain_of_cuts_that_fills_the_first_log_is_relieved_by_pressure(tmp_path: Path) -> None:
+    """Found on the 3-hour Linear Road run: the source's log full, held by
+    select-1's cut, held by sum-2's, which waited for its next capture,
+    which waited for rows the stopped source would never send. The source
+    now presses select-1, which passes it on to sum-2, which captures out
+    of turn; the run ends exact, also through kills, and under a campaign."""
+    path = _pressed_chain(tmp_path)
+    topology = resolve(config.load(path))
+    for faults in ([], [Fault(0.8, FaultKind.KILL, "node-2")], [Fault(1.0, FaultKind.KILL, "node-1")]):
+        run_dir = tmp_path / f"run-{len(faults)}-{faults[0].target if faults else ''}"
+        run_dir.mkdir()
+        outcome = simulate(topology, 1, faults, keep_dir=run_dir)
+        assert outcome.ok, outcome.summary()
+        events = [
+            event
+            for log in (run_dir / "telemetry").glob("events-*.jsonl")
+            for event in map(json.loads, log.read_text().splitlines())
+        ]
+        pressed = {(e["node"], e["edge"]) for e in events if e["event"] == "pressed"}
+        assert ("node-1", "node-0->select-1") in pressed
+        assert any(edge == "select-1->sum-2" for _, edge in pressed), pressed
+        assert not [e for e in events if e["event"] == "log_full"]
+    result = run_campaign(path, range(SEEDS // 16), FAULTS, DURATION_S, workers=WORKERS)
+    assert not result.failures, "\n".join(o.summary() for o in result.failures)
+
+
+def test_a_replica_whose_operator_fails_exits_and_its_stage_fails_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception in a replica's operator task (here: its first state
+    capture refused, as the codec refuses a state it cannot write) used to
+    end only that task: the node lived on, serving nothing, and the run
+    hung. Now the node exits 1 and its stage fails over; nothing is lost."""
+    from node.roles import replica as replica_role
+
+    failed: list[int] = []
+    original = capture_now
+
+    def capture(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+        if failed:
+            original(engine, done)
+        else:
+            failed.append(1)
+            done(RuntimeError("a state the codec refuses"))
+
+    monkeypatch.setattr(replica_role, "capture_now", capture)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    outcome = simulate(resolve(config.load(_pressed_chain(tmp_path))), 1, [], keep_dir=run_dir)
+    assert failed
+    assert len(outcome.problems) == 1 and outcome.problems[0].endswith("exited with 1"), outcome.summary()
+    assert all(check.ok for check in outcome.checks), outcome.summary()

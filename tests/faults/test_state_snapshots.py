@@ -7,12 +7,20 @@ nothing: the new secondary is rebuilt from a state, not from the first row."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.faults.harness import protected_chain, run
+from coordinator.nemesis import pid_of, read_cluster
+from coordinator.verify import check_run
+from semiactive import config
+from semiactive.topology import resolve
+from tests.faults.harness import events, finish, protected_chain, run, start_launcher
 
 pytestmark = pytest.mark.slow
 
@@ -33,3 +41,70 @@ def test_an_unbounded_window_runs_past_queue_rows_and_survives_a_kill(tmp_path: 
     assert any(e["event"] == "takeover" and e.get("stage") == "stage-2" for e in ran), out["stderr"]
     rebuilt = [e for e in ran if e["event"] == "resync" and e.get("stage") == "stage-2" and e.get("state")]
     assert rebuilt, [e for e in ran if e["event"] == "resync"]
+
+
+def test_a_chain_of_cuts_that_would_fill_the_source_log_is_relieved_and_survives_a_kill(
+    tmp_path: Path,
+) -> None:
+    """Stage 1 keeps a third of the rows, so stage 2 captures every 1,000
+    of its rows, about 3,000 of the source's, and the source's log holds
+    1,500: stage 1's cut follows stage 2's, and the source would stop for
+    good (the source stopped, no row reaches stage 2's next capture). The
+    source presses stage 1, stage 1 presses stage 2, which captures out of
+    turn in a forked child; a SIGKILL of stage 2's primary loses nothing."""
+    queries = [
+        "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val % 3 = 0",
+        "REGISTER QUERY s2 AS ISTREAM(SELECT id % 7 AS k, SUM(val) AS total, COUNT(*) AS n "
+        "FROM s1 [Range Unbounded] GROUP BY id % 7)",
+        "REGISTER QUERY s3 AS SELECT * FROM s2",
+    ]
+    config_path = protected_chain(tmp_path, queries, queue_rows=1500, snapshot_rows=1000)
+    at = random.Random(20261126).uniform(3.0, 4.0)
+    out = run(config_path, tmp_path / "run", "--kill", f"node-2@{at:.2f}", duration=7)
+    ran = out["events"]
+    assert not [e for e in ran if e["event"] == "log_full"], out["stderr"]
+    pressed = {(e["node"], e["edge"]) for e in ran if e["event"] == "pressed"}
+    assert ("node-1", "node-0->stage-1") in pressed, pressed
+    assert any(edge == "stage-1->stage-2" for _, edge in pressed), pressed
+    assert any(e["event"] == "takeover" and e.get("stage") == "stage-2" for e in ran), out["stderr"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def test_capture_children_killed_from_outside_are_taken_again(tmp_path: Path) -> None:
+    """The kernel's OOM killer (a child copies the pages the node writes)
+    or an operator may kill a capture child: the node goes on, takes the
+    capture again, and stays its stage's primary; nothing is lost."""
+    config_path = protected_chain(tmp_path, UNBOUNDED, queue_rows=1500, snapshot_rows=400)
+    run_dir = tmp_path / "run"
+    launcher = start_launcher(config_path, run_dir, duration=6)
+    killed: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        node = None
+        while node is None and time.monotonic() < deadline:
+            doc = read_cluster(run_dir)
+            node = None if doc is None else pid_of(doc, "node-2")
+            time.sleep(0.05)
+        assert node is not None, "no cluster.json"
+        while len(killed) < 3 and time.monotonic() < deadline and launcher.poll() is None:
+            for child in set(_children(node)) - killed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+                    killed.add(child)
+            time.sleep(0.001)
+    finally:
+        result = finish(launcher, run_dir)
+    assert result.returncode == 0, result.stderr
+    assert len(killed) >= 3, killed
+    for check in check_run(resolve(config.load(config_path)), run_dir):
+        assert check.ok, check.describe()
+    ran = events(run_dir)
+    assert not [e for e in ran if e["event"] in ("takeover", "process_exited", "log_full")], result.stderr
+    node_log = (run_dir / "logs" / "node-2.log").read_text()
+    assert node_log.count("was killed by signal 9; taken again later") == len(killed), node_log

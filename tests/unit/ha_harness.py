@@ -56,12 +56,14 @@ def replica(
     snapshot_rows: int = 0,
     snapshot_phase: int = 0,
     capture: StateCapture = capture_now,
+    capacity: int = 1_000_000,
 ) -> StageReplica:
     return StageReplica(
         name,
         stage,
         mode,
         {e.id: UNBOUNDED for e in stage.outputs},
+        capacity=capacity,
         snapshot_rows=snapshot_rows,
         snapshot_phase=snapshot_phase,
         capture=capture,

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.supervision import process_state
+from ha.replica import CaptureLost
 from node.engine import state
 from node.engine.engine import Engine
 from node.forked_capture import ForkedCapture
@@ -72,6 +73,22 @@ async def test_a_child_that_fails_gives_an_error_and_leaves_the_parent_as_it_was
     assert "status 1" in str(result)
     setattr(op, op.STATE[0], saved)
     assert await _capture(ForkedCapture(), engine) == expected
+
+
+async def test_a_child_killed_from_outside_is_a_lost_capture_not_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The OOM killer or an operator may kill a child: the replica takes
+    the capture again later (ha.replica.CaptureLost) instead of failing."""
+    monkeypatch.setattr(state, "capture", lambda engine: time.sleep(60))  # the child inherits it
+    capture = ForkedCapture()
+    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+    capture(_engine(RELATIONAL), result.set_result)
+    (pid,) = capture.readers
+    os.kill(pid, signal.SIGKILL)
+    lost = await asyncio.wait_for(result, 30)
+    assert isinstance(lost, CaptureLost) and "signal 9" in str(lost)
+    assert not capture.readers and not _running(pid)
 
 
 async def test_closing_kills_a_capture_being_taken_and_drops_its_callback(

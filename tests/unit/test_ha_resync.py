@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ha.output_log import UNBOUNDED
-from ha.replica import Mode, StageReplica
+from ha.replica import CaptureLost, Mode, StageReplica
 from ha.resync import ResyncPoint
 from node.engine import state
 from node.engine.elements import Element
@@ -208,6 +208,35 @@ def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) 
     taken.pop()[1](RuntimeError("the child died"))
     with pytest.raises(RuntimeError, match="the child died"):
         rep.run()
+
+
+def test_a_lost_capture_is_taken_again_and_the_cut_waits_at_the_previous_state(tmp_path: Path) -> None:
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
+    stage = topo.stages["stage-1"]
+    edge, out = stage.inputs[0].id, stage.outputs[0].id
+    rows = source_rows(400, 3, per_ts=1)
+    taken: list[tuple[bytes, Callable[[bytes | BaseException], None]]] = []
+    rep = replica(
+        stage, snapshot_rows=100, capture=lambda engine, done: taken.append((state.capture(engine), done))
+    )
+
+    def cut_after(upto: int) -> int:
+        for row in rows[rep.inputs.position : upto]:
+            rep.receive(edge, row[1], [row], row[0], False)
+            rep.run()
+        head = rep.log.head
+        rep.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
+        point = rep.level1()
+        assert point is not None
+        return point.cut_position
+
+    assert cut_after(150) == 1 and len(taken) == 1
+    taken.pop()[1](CaptureLost("killed by signal 9"))
+    assert cut_after(151) == 1  # no state: the first row, as before; the run did not fail
+    assert rep.captures_lost == 1 and len(taken) == 1  # taken again at once: its rows were due
+    data, done = taken.pop()
+    done(data)
+    assert cut_after(160) == 152
 
 
 def test_a_point_whose_state_is_not_of_this_program_is_refused_and_changes_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,119 @@
+"""Pressure (docs/ha.md, "Pressure"): a producer whose output log is held by
+a consumer's cut tells that consumer, which captures its state out of turn;
+a replica pressed from upstream passes it on to the consumers that hold its
+own cut. Without it a chain of cuts that move only at captures stops for
+good once the first log is full (tests/faults/test_simulation.py runs it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ha.output_log import OutputLog
+from ha.resync import ResyncPoint, StateSnapshot
+from node.engine.elements import Element
+from tests.unit.ha_harness import build_topology, replica, source_rows
+
+UNBOUNDED_SUM = "ISTREAM(SELECT val % 4 AS k, SUM(val) AS s FROM s0 [Range Unbounded] GROUP BY val % 4)"
+
+
+def _rows(n: int) -> list[Element]:
+    return [(i, i, 1, i) for i in range(1, n + 1)]
+
+
+def _point(edge: str, cut: int, state: StateSnapshot | None = None) -> ResyncPoint:
+    return ResyncPoint(cut - 1, 0, cut, {edge: cut}, state=state)
+
+
+def test_a_log_presses_the_consumer_holding_half_of_it_not_one_merely_behind() -> None:
+    log = OutputLog(capacity=100)
+    for edge in ("holds", "behind", "quiet"):
+        log.add_edge(edge)
+    log.append(_rows(80), 80)
+    log.acknowledge("holds", 80, _point("holds", 30))  # holds 51 rows it has
+    log.acknowledge("behind", 20, _point("behind", 20))  # received 20: holds 1
+    assert log.pressure("holds") == 30
+    assert log.pressure("behind") == 0
+    assert log.pressure("quiet") == 0  # nothing received, nothing to capture
+    log.acknowledge("holds", 80, _point("holds", 32))
+    assert log.pressure("holds") == 0  # 49 rows: below half
+    # Pressed from upstream, the log presses whichever cut is the oldest.
+    log.pressed = True
+    assert log.pressure("behind") == 0  # "quiet" holds the oldest row, and has nothing to capture
+    log.acknowledge("quiet", 50, _point("quiet", 40))
+    assert log.pressure("behind") == 20 and log.pressure("holds") == 0 and log.pressure("quiet") == 0
+
+
+def test_a_cut_waiting_for_the_backup_stream_moves_once_it_is_written() -> None:
+    """A state cut waits for the rows its consumer's secondary has not been
+    sent; with the producer stalled no later acknowledgement comes, so the
+    backup stream's progress must move it."""
+    log = OutputLog(capacity=100)
+    log.add_edge("e", batch_size=10)
+    log.append(_rows(25), 25)
+    assert log.take_backup("e")[0] == 1  # 1..25 shipped
+    log.append(_rows(30)[25:], 30)
+    log.acknowledge("e", 30, _point("e", 31, StateSnapshot(30, b"s")), backup_sent=25)
+    assert log.edges["e"].cut == 26  # 26..30 forced onto the backup stream, not yet written
+    assert log.backup_written("e", 28) and log.edges["e"].cut == 29  # as far as written
+    assert log.backup_written("e", 30)
+    assert log.edges["e"].cut == 31 and log.retained == 0
+    assert not log.backup_written("e", 30)
+
+
+def test_a_pressed_replica_captures_at_once_even_without_new_input(tmp_path: Path) -> None:
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {UNBOUNDED_SUM}"])
+    stage = topo.stages["stage-1"]
+    edge, out = stage.inputs[0].id, stage.outputs[0].id
+    rows = source_rows(400, 3, per_ts=1)
+    rep = replica(stage, snapshot_rows=10_000)
+
+    def take(part: list[Element]) -> None:
+        for row in part:
+            rep.receive(edge, row[1], [row], row[0], False)
+            rep.run()
+
+    def cut() -> int:
+        rep.acknowledged(out, rep.log.head, _point(out, rep.log.head + 1))
+        point = rep.level1()
+        assert point is not None
+        return point.cut_position
+
+    take(rows[:300])
+    assert rep.captured is None and cut() == 1  # [Range Unbounded]: the first row, for good
+    rep.press(edge, 1)
+    rep.run()  # nothing new to read (the producer is stopped): the capture comes anyway
+    assert rep.captured is not None and rep.captured.position == 300 and cut() == 301
+    rep.press(edge, 1)  # the same pressure again: already answered
+    take(rows[300:320])
+    assert rep.captured.position == 300
+    rep.press(edge, 301)  # still pressed after our cut moved: once more
+    rep.run()
+    assert rep.captured.position == 320 and cut() == 321
+    rep.press(edge, 0)
+    take(rows[320:400])
+    assert rep.captured.position == 320 and not rep.pressure
+
+
+def test_pressure_passes_on_to_the_consumers_that_hold_the_cut(tmp_path: Path) -> None:
+    """A stateless stage pressed by its producer: its own cut is where its
+    consumer's cut lets it be. Consumers a quarter of a log behind are
+    pressed in turn; once they catch up, no longer."""
+    topo = build_topology(tmp_path, ["REGISTER QUERY s1 AS SELECT id, val FROM s0"])
+    stage = topo.stages["stage-1"]
+    edge, out = stage.inputs[0].id, stage.outputs[0].id
+    rows = source_rows(200, 3, per_ts=1)
+    rep = replica(stage, capacity=200)
+    for row in rows:
+        rep.receive(edge, row[1], [row], row[0], False)
+        rep.run()
+    rep.acknowledged(out, 200, _point(out, 101))
+    rep.press(edge, 80)
+    rep.level1()
+    assert rep.log.pressed  # 100 of 200 rows held by the consumer's cut
+    assert rep.log.pressure(out) == 101
+    rep.acknowledged(out, 200, _point(out, 170))
+    rep.level1()
+    assert not rep.log.pressed  # 30 rows: what any consumer lags by
+    rep.acknowledged(out, 200, _point(out, 120))  # an older point changes nothing
+    rep.press(edge, 0)
+    assert not rep.log.pressed and rep.log.pressure(out) == 0
