@@ -2,7 +2,7 @@
 per-expressway program (examples/linear-road/xway.cql) over the public
 generator's data (CSV files as ``bench/linear_road.py convert`` writes them).
 
-    python bench/state_snapshot.py DIR [--at 300,900,1800] [--xway 0]
+    python bench/state_snapshot.py DIR [--at 300,900,1800] [--xway 0] [--collector node|python]
 
 Feeds expressway ``--xway``'s rows in order, one second of data per
 advance, and at each ``--at`` second: captures the state (time, bytes),
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import gc
 import heapq
 import sys
 import time
@@ -34,6 +35,7 @@ from node.engine import state
 from node.engine.elements import Element
 from node.engine.engine import Engine
 from node.forked_capture import ForkedCapture
+from node.main import COLLECTOR_THRESHOLDS
 
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "linear-road" / "xway.cql"
 INPUTS = ("HistTolls", "PosReport", "ExpQuery")
@@ -102,7 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", type=Path)
     parser.add_argument("--at", default="300,900,1800", help="seconds of data at which to snapshot")
     parser.add_argument("--xway", type=int, default=0)
+    parser.add_argument(
+        "--collector",
+        choices=("node", "python"),
+        default="node",
+        help="the cyclic collector's thresholds: a node daemon's (node.main) or Python's default",
+    )
     args = parser.parse_args(argv)
+    if args.collector == "node":
+        gc.set_threshold(*COLLECTOR_THRESHOLDS)
+    print(f"collector thresholds {gc.get_threshold()}")
     marks = sorted(int(s) for s in args.at.split(","))
     program = compile_program(PROGRAM.read_text())
     original = Fed(Engine(program, ["XOut"], lineage=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -31,6 +32,14 @@ LAUNCHER_CHECK_S = 0.5
 # it exits (``python -m pstats DIR/NAME.prof``). For finding where a node's
 # time goes in a real cluster run; it costs about a third of the speed.
 PROFILE_ENV = "SEMIACTIVE_PROFILE"
+
+
+# The cyclic collector's thresholds in a node: a young collection every
+# 100,000 allocations instead of 700. The engine allocates and frees rows by
+# the million, by reference counting, and with Python's default a third of
+# a Linear Road replica's CPU went to young collections (perf; docs/ha.md).
+# What it costs: garbage in cycles lives a little longer.
+COLLECTOR_THRESHOLDS = (100_000, 50, 100)
 
 
 async def until_launcher_gone(pid: int) -> None:
@@ -124,6 +133,7 @@ def run_node(
             if watchdog is not None:
                 watchdog.cancel()
 
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
     try:
         import uvloop
 
