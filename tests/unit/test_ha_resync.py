@@ -156,23 +156,28 @@ def test_a_snapshot_phase_moves_every_capture_not_only_the_first(tmp_path: Path)
     assert captured[50] == [50, 150, 250, 350]
 
 
-def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) -> None:
-    """A capture that completes later (the node forks for it): the cut
-    waits at the previous state, then moves to the new one, from which a
-    rebuilt replica emits what the primary emits; a capture that completes
-    after a rebuild is ignored, and one that failed fails the next run."""
-    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
-    stage = topo.stages["stage-1"]
-    edge, out = stage.inputs[0].id, stage.outputs[0].id
-    rows = source_rows(500, 3, per_ts=1)
-    taken: list[tuple[bytes, Callable[[bytes | BaseException], None]]] = []
-    rep = replica(
-        stage, snapshot_rows=100, capture=lambda engine, done: taken.append((state.capture(engine), done))
-    )
+class _DeferredCaptures:
+    """A replica of the unbounded aggregate whose captures complete when
+    the test says (as a forked child's do): ``taken`` holds each one's
+    bytes and callback."""
 
-    def point_after(upto: int) -> ResyncPoint:
-        for row in rows[rep.inputs.position : upto]:
-            rep.receive(edge, row[1], [row], row[0], False)
+    def __init__(self, tmp_path: Path, rows: int) -> None:
+        topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
+        self.stage = topo.stages["stage-1"]
+        self.edge, self.out = self.stage.inputs[0].id, self.stage.outputs[0].id
+        self.rows = source_rows(rows, 3, per_ts=1)
+        self.taken: list[tuple[bytes, Callable[[bytes | BaseException], None]]] = []
+        self.rep = replica(
+            self.stage,
+            snapshot_rows=100,
+            capture=lambda engine, done: self.taken.append((state.capture(engine), done)),
+        )
+
+    def point_after(self, upto: int) -> ResyncPoint:
+        """Feed the rows up to ``upto``, one run each; everything acknowledged."""
+        rep, out = self.rep, self.out
+        for row in self.rows[rep.inputs.position : upto]:
+            rep.receive(self.edge, row[1], [row], row[0], False)
             rep.run()
         head = rep.log.head
         rep.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
@@ -180,6 +185,20 @@ def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) 
         assert point is not None
         return point
 
+
+def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) -> None:
+    """A capture that completes later (the node forks for it): the cut
+    waits at the previous state, then moves to the new one, from which a
+    rebuilt replica emits what the primary emits; a capture that completes
+    after a rebuild is ignored, and one that failed fails the next run."""
+    deferred = _DeferredCaptures(tmp_path, 500)
+    rep, taken, point_after, edge, rows = (
+        deferred.rep,
+        deferred.taken,
+        deferred.point_after,
+        deferred.edge,
+        deferred.rows,
+    )
     assert point_after(150).cut_position == 1  # the capture at 100 is not in yet
     assert len(taken) == 1
     data, done = taken.pop()
@@ -189,7 +208,7 @@ def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) 
     point_after(260)  # a capture at 200, still being taken: the cut stays at the first state
     assert len(taken) == 1 and point_after(270).cut_position == 101
 
-    rebuilt, reference = replica(stage), replica(stage)
+    rebuilt, reference = replica(deferred.stage), replica(deferred.stage)
     rebuilt.resync(first)
     for target, part in ((rebuilt, rows[100:300]), (reference, rows[:300])):
         for row in part:
@@ -211,32 +230,17 @@ def test_a_capture_taken_later_holds_the_cut_until_it_completes(tmp_path: Path) 
 
 
 def test_a_lost_capture_is_taken_again_and_the_cut_waits_at_the_previous_state(tmp_path: Path) -> None:
-    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {STAGES['unbounded group by']}"])
-    stage = topo.stages["stage-1"]
-    edge, out = stage.inputs[0].id, stage.outputs[0].id
-    rows = source_rows(400, 3, per_ts=1)
-    taken: list[tuple[bytes, Callable[[bytes | BaseException], None]]] = []
-    rep = replica(
-        stage, snapshot_rows=100, capture=lambda engine, done: taken.append((state.capture(engine), done))
-    )
-
-    def cut_after(upto: int) -> int:
-        for row in rows[rep.inputs.position : upto]:
-            rep.receive(edge, row[1], [row], row[0], False)
-            rep.run()
-        head = rep.log.head
-        rep.acknowledged(out, head, ResyncPoint(head, 0, head + 1, {out: head + 1}))
-        point = rep.level1()
-        assert point is not None
-        return point.cut_position
-
-    assert cut_after(150) == 1 and len(taken) == 1
+    """A child killed from outside (CaptureLost) is no error: the cut stays
+    where it was and the capture is taken again."""
+    deferred = _DeferredCaptures(tmp_path, 400)
+    taken = deferred.taken
+    assert deferred.point_after(150).cut_position == 1 and len(taken) == 1
     taken.pop()[1](CaptureLost("killed by signal 9"))
-    assert cut_after(151) == 1  # no state: the first row, as before; the run did not fail
-    assert rep.captures_lost == 1 and len(taken) == 1  # taken again at once: its rows were due
+    assert deferred.point_after(151).cut_position == 1  # no state: the first row; the run did not fail
+    assert deferred.rep.captures_lost == 1 and len(taken) == 1  # taken again at once: its rows were due
     data, done = taken.pop()
     done(data)
-    assert cut_after(160) == 152
+    assert deferred.point_after(160).cut_position == 152
 
 
 def test_a_point_whose_state_is_not_of_this_program_is_refused_and_changes_nothing(tmp_path: Path) -> None:
