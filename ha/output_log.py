@@ -205,6 +205,12 @@ class OutputLog:
         cursors = self.edges[edge]
         if cut <= cursors.cut:
             return
+        if self.pressed and cursors.point is not None and cursors.cut == self.needed_from():
+            # The cut that held the log moved: pressure from upstream is
+            # passed on again only once the replica has looked anew
+            # (StageReplica._forward_pressure); pressing this consumer at
+            # its new cut now would make it capture twice for one pressure.
+            self.pressed = False
         cut = min(cut, self.head + 1)
         cursors.cuts += 1
         cursors.uncut_rows += self.head - cursors.cut + 1

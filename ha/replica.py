@@ -114,6 +114,7 @@ class StageReplica:
         # Per input edge, the seq its pressed producer holds from (Pressure
         # frames); and whether a capture is due for the latest of them.
         self.pressure: dict[str, int] = {}
+        self._answered: dict[str, int] = {}  # per edge, the last from_seq a capture was due for
         self._relief = False
         self.log = OutputLog(self.capacity)
         for edge in stage.outputs:
@@ -192,8 +193,8 @@ class StageReplica:
         stopped), whatever :attr:`snapshot_rows` says. Each later
         ``from_seq`` (still pressed after our cut moved) asks for one more."""
         if from_seq:
-            self._relief = self._relief or self.pressure.get(edge) != from_seq
-            self.pressure[edge] = from_seq
+            self._relief = self._relief or self._answered.get(edge) != from_seq
+            self.pressure[edge] = self._answered[edge] = from_seq
         else:
             self.pressure.pop(edge, None)
             if not self.pressure:

@@ -40,6 +40,8 @@ def test_a_log_presses_the_consumer_holding_half_of_it_not_one_merely_behind() -
     log.pressed = True
     assert log.pressure("behind") == 0  # "quiet" holds the oldest row, and has nothing to capture
     log.acknowledge("quiet", 50, _point("quiet", 40))
+    assert not log.pressed  # the cut that held the log moved: the replica looks again
+    log.pressed = True
     assert log.pressure("behind") == 20 and log.pressure("holds") == 0 and log.pressure("quiet") == 0
 
 
@@ -90,7 +92,11 @@ def test_a_pressed_replica_captures_at_once_even_without_new_input(tmp_path: Pat
     rep.run()
     assert rep.captured.position == 320 and cut() == 321
     rep.press(edge, 0)
-    take(rows[320:400])
+    rep.press(edge, 301)  # on again at the seq already answered (a producer's flap): nothing due
+    take(rows[320:330])
+    assert rep.captured.position == 320
+    rep.press(edge, 0)
+    take(rows[330:400])
     assert rep.captured.position == 320 and not rep.pressure
 
 
@@ -111,6 +117,12 @@ def test_pressure_passes_on_to_the_consumers_that_hold_the_cut(tmp_path: Path) -
     rep.level1()
     assert rep.log.pressed  # 100 of 200 rows held by the consumer's cut
     assert rep.log.pressure(out) == 101
+    rep.acknowledged(out, 200, _point(out, 121))
+    # Its cut moved: not pressed at the new one before the replica looks
+    # again (else one pressure would cost it two captures).
+    assert not rep.log.pressed and rep.log.pressure(out) == 0
+    rep.level1()
+    assert rep.log.pressed and rep.log.pressure(out) == 121  # still 80 rows behind
     rep.acknowledged(out, 200, _point(out, 170))
     rep.level1()
     assert not rep.log.pressed  # 30 rows: what any consumer lags by
