@@ -48,12 +48,20 @@ def forking_is_safe() -> bool:
     return os.environ.get("GRPC_ENABLE_FORK_SUPPORT", "").lower() in ("0", "false", "no")
 
 
+#: A child still running after this long is killed, and its capture taken
+#: again (CaptureLost): one stopped (SIGSTOP) or stuck would otherwise hold
+#: its replica's cut, and its producers' logs, for good. Linear Road's
+#: 135 MB states took 12 s on an idle machine.
+CAPTURE_TIMEOUT_S = 600.0
+
+
 class ForkedCapture:
     """A :data:`ha.replica.StateCapture` that forks, called from a running
     event loop. One per replica; the replica takes one capture at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float = CAPTURE_TIMEOUT_S) -> None:
         self.readers: dict[int, _PipeReader] = {}  # by child pid
+        self.timeout_s = timeout_s
 
     def __call__(self, engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
         read_fd, write_fd = os.pipe()
@@ -129,14 +137,28 @@ class _PipeReader:
         self.done = done
         self.header = b""
         self.chunks: list[bytes] = []
+        self.deadline: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         os.set_blocking(self.fd, False)
         self.loop.add_reader(self.fd, self._readable)
+        self.deadline = self.loop.call_later(self.capture.timeout_s, self._overdue)
 
     def stop(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
         self.loop.remove_reader(self.fd)
         os.close(self.fd)
+
+    def _overdue(self) -> None:
+        """Killed: its pipe closes, and the capture ends as lost."""
+        log.warning(
+            "a state capture's child (pid %d) still runs after %.0f s: killing it",
+            self.pid,
+            self.capture.timeout_s,
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
 
     def _readable(self) -> None:
         try:

@@ -91,6 +91,22 @@ async def test_a_child_killed_from_outside_is_a_lost_capture_not_an_error(
     assert not capture.readers and not _running(pid)
 
 
+async def test_a_stopped_child_is_killed_after_the_timeout_and_its_capture_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child stopped from outside (SIGSTOP) would hold its replica's cut
+    for good: past the timeout it is killed, and the capture taken again."""
+    monkeypatch.setattr(state, "capture", lambda engine: time.sleep(60))
+    capture = ForkedCapture(timeout_s=0.5)
+    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+    capture(_engine(RELATIONAL), result.set_result)
+    (pid,) = capture.readers
+    os.kill(pid, signal.SIGSTOP)
+    lost = await asyncio.wait_for(result, 30)
+    assert isinstance(lost, CaptureLost) and "signal 9" in str(lost)
+    assert not _running(pid)
+
+
 async def test_closing_kills_a_capture_being_taken_and_drops_its_callback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
