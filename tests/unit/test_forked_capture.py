@@ -75,6 +75,16 @@ async def test_a_child_that_fails_gives_an_error_and_leaves_the_parent_as_it_was
     assert await _capture(ForkedCapture(), engine) == expected
 
 
+async def _signalled(sig: signal.Signals, capture: ForkedCapture) -> tuple[int, bytes | BaseException]:
+    """A capture whose child would run for a minute, sent ``sig`` at once:
+    the child's pid and what the capture ended with."""
+    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+    capture(_engine(RELATIONAL), result.set_result)
+    (pid,) = capture.readers
+    os.kill(pid, sig)
+    return pid, await asyncio.wait_for(result, 30)
+
+
 async def test_a_child_killed_from_outside_is_a_lost_capture_not_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -82,11 +92,7 @@ async def test_a_child_killed_from_outside_is_a_lost_capture_not_an_error(
     the capture again later (ha.replica.CaptureLost) instead of failing."""
     monkeypatch.setattr(state, "capture", lambda engine: time.sleep(60))  # the child inherits it
     capture = ForkedCapture()
-    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
-    capture(_engine(RELATIONAL), result.set_result)
-    (pid,) = capture.readers
-    os.kill(pid, signal.SIGKILL)
-    lost = await asyncio.wait_for(result, 30)
+    pid, lost = await _signalled(signal.SIGKILL, capture)
     assert isinstance(lost, CaptureLost) and "signal 9" in str(lost)
     assert not capture.readers and not _running(pid)
 
@@ -97,12 +103,7 @@ async def test_a_stopped_child_is_killed_after_the_timeout_and_its_capture_lost(
     """A child stopped from outside (SIGSTOP) would hold its replica's cut
     for good: past the timeout it is killed, and the capture taken again."""
     monkeypatch.setattr(state, "capture", lambda engine: time.sleep(60))
-    capture = ForkedCapture(timeout_s=0.5)
-    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
-    capture(_engine(RELATIONAL), result.set_result)
-    (pid,) = capture.readers
-    os.kill(pid, signal.SIGSTOP)
-    lost = await asyncio.wait_for(result, 30)
+    pid, lost = await _signalled(signal.SIGSTOP, ForkedCapture(timeout_s=0.5))
     assert isinstance(lost, CaptureLost) and "signal 9" in str(lost)
     assert not _running(pid)
 

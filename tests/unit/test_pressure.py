@@ -6,12 +6,18 @@ good once the first log is full (tests/faults/test_simulation.py runs it)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import grpc
+import pytest
 
 from ha.output_log import OutputLog
 from ha.resync import ResyncPoint, StateSnapshot
 from node.engine.elements import Element
+from semiactive.wire import dataplane_pb2 as pb
 from tests.unit.ha_harness import build_topology, replica, source_rows
+from tests.unit.sink_server import served_sink
 
 UNBOUNDED_SUM = "ISTREAM(SELECT val % 4 AS k, SUM(val) AS s FROM s0 [Range Unbounded] GROUP BY val % 4)"
 
@@ -129,3 +135,37 @@ def test_pressure_passes_on_to_the_consumers_that_hold_the_cut(tmp_path: Path) -
     rep.acknowledged(out, 200, _point(out, 120))  # an older point changes nothing
     rep.press(edge, 0)
     assert not rep.log.pressed and rep.log.pressure(out) == 0
+
+
+async def test_a_pressure_frame_is_taken_only_on_a_data_stream_whatever_its_value() -> None:
+    """Over gRPC: a Pressure frame on a backup stream is refused (nothing
+    there may press anyone); on a data stream any from_seq, the largest
+    included, only asks for a capture, and the stream goes on."""
+    from tests.unit.test_partition_routing import CODEC, _partition_edge, _rows
+
+    async with served_sink(_partition_edge(), CODEC) as (stub, _, sink, _metrics):
+        for channel, frame in (
+            (pb.BACKUP, pb.Frame(pressure=pb.Pressure(from_seq=7))),
+            (pb.DATA, pb.Frame(pressure=pb.Pressure(from_seq=2**64 - 1))),
+        ):
+            call = stub.Push()
+            hello = pb.Hello(edge="up->down.p0", sender="up", channel=channel, layout=CODEC.fingerprint())
+            await call.write(pb.Frame(hello=hello))
+            await asyncio.wait_for(call.read(), 10)
+            await call.write(frame)
+            if channel == pb.BACKUP:
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await asyncio.wait_for(call.read(), 10)
+                assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+                assert "unexpected pressure frame" in (caught.value.details() or "")
+                continue
+            rows = _rows([0, 0, 0])  # partition 0's, whole
+            await call.write(
+                pb.Frame(batch=pb.Batch(first_seq=1, count=3, rows=CODEC.encode(rows), watermark=3))
+            )
+            for _ in range(100):
+                if sink.inputs.edges[0].next_seq == 4:
+                    break
+                await asyncio.sleep(0.02)
+            assert sink.inputs.edges[0].next_seq == 4
+            await call.done_writing()
