@@ -57,8 +57,11 @@ class OutputLog:
         # been freed by the time the stream finishes.
         self.last_ts: int | None = None
         # Set by the replica that owns the log: its own producer is pressed
-        # and this log's consumers are what hold the replica's cut.
+        # and this log's consumers are what hold the replica's cut; then the
+        # output seq they should have processed before they capture (that
+        # of the replica's newest state; 0: at once).
         self.pressed = False
+        self.relief_seq = 0
 
     # -- producer side --------------------------------------------------------
 

@@ -115,6 +115,7 @@ class StageReplica:
         # frames); and whether a capture is due for the latest of them.
         self.pressure: dict[str, int] = {}
         self._answered: dict[str, int] = {}  # per edge, the last from_seq a capture was due for
+        self._through: dict[str, int] = {}  # per pressed edge, the seq to process before capturing
         self._relief = False
         self.log = OutputLog(self.capacity)
         for edge in stage.outputs:
@@ -140,6 +141,9 @@ class StageReplica:
         self.snapshots = SnapshotLog()
         self.captured: StateSnapshot | None = None  # the latest operator state captured or restored
         self.capturing: tuple[int, int] | None = None  # (token, position) of a capture being taken
+        # (low, out_seq) of the first snapshot with the latest low: the
+        # output seq consumers must have processed for our cut to reach it.
+        self._low_since = (0, 0)
 
     # -- input ------------------------------------------------------------------------
 
@@ -186,20 +190,30 @@ class StageReplica:
         if point.cut_position > point.position:
             self._finish_warmup()
 
-    def press(self, edge: str, from_seq: int) -> None:
+    def press(self, edge: str, from_seq: int, through_seq: int = 0) -> None:
         """The producer of ``edge`` is pressed: this replica's cut holds its
-        log from ``from_seq`` (0: no longer pressed). Capture the state as
-        soon as a row is past the latest one (at once if the producer is
-        stopped), whatever :attr:`snapshot_rows` says. Each later
-        ``from_seq`` (still pressed after our cut moved) asks for one more."""
+        log from ``from_seq`` (0: no longer pressed). Capture the state once
+        ``edge`` has been processed through ``through_seq`` (the output seq
+        of the producer's newest state, so that this one capture lets the
+        producer's cut reach it) and a row is past the latest state, at once
+        if the producer is stopped, whatever :attr:`snapshot_rows` says.
+        Each later ``from_seq`` (still pressed after our cut moved) asks for
+        one more."""
         if from_seq:
             self._relief = self._relief or self._answered.get(edge) != from_seq
             self.pressure[edge] = self._answered[edge] = from_seq
+            self._through[edge] = through_seq
         else:
             self.pressure.pop(edge, None)
+            self._through.pop(edge, None)
             if not self.pressure:
                 self._relief = False
                 self.log.pressed = False
+
+    def _through_reached(self) -> bool:
+        """Every pressed edge has been processed through the producer's seq."""
+        by_name = self.inputs.by_name
+        return all(by_name[edge].handed >= seq for edge, seq in self._through.items())
 
     def _forward_pressure(self, usable: Snapshot | None) -> None:
         """Pass a producer's pressure on to our consumers when they, not our
@@ -208,9 +222,20 @@ class StageReplica:
         Consumers always lag a little; pressing them for that would only
         make them capture for nothing."""
         latest = self.snapshots.latest()
-        self.log.pressed = bool(self.pressure) and (
+        pressed = bool(self.pressure) and (
             latest is not None and (usable is None or (latest.low - usable.low) * 4 >= self.capacity)
         )
+        if pressed and not self.log.pressed and self._relief and self._takes_snapshots:
+            # Our own capture for this pressure has not started: press the
+            # consumers once it has, through its output seq, or they would
+            # capture twice (for our old state, then for the new one).
+            pressed = False
+        self.log.pressed = pressed
+        self.log.relief_seq = self._low_since[1] if pressed else 0
+
+    @property
+    def _takes_snapshots(self) -> bool:
+        return bool(self.snapshot_rows) and isinstance(self.operator, OperatorSection)
 
     # -- processing ---------------------------------------------------------------------
 
@@ -271,17 +296,19 @@ class StageReplica:
             due -= self.snapshot_phase
         else:
             cut = latest + 1
-        start = (
-            self.snapshot_rows
-            and self.capturing is None
-            and (position + 1 - cut >= due or (self._relief and position + 1 > cut))
-            and isinstance(self.operator, OperatorSection)
-        )
+        relieving = self._relief and self._through_reached()
+        if relieving and position + 1 <= cut:
+            # The latest state (held or being captured) covers every row
+            # processed, those the pressure asked for included.
+            self._relief = relieving = False
+        start = self._takes_snapshots and self.capturing is None and (position + 1 - cut >= due or relieving)
         if start:
-            self._relief = False
+            self._relief = self._relief and not self._through_reached()
             self.captures += 1
             token, latest, cut = self.captures, position, position + 1
             self.capturing = (token, position)
+        if cut != self._low_since[0]:
+            self._low_since = (cut, self.log.head)
         held = self.captured if latest is not None and not token else None
         self.snapshots.record(
             Snapshot(position, self.log.head, cut, engine.counters(), self.operator.time, held, token)

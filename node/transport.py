@@ -500,7 +500,10 @@ class EdgeSender:
                 self.sent = log_.first - 1
             pressure = log_.pressure(self.edge) if self.channel == pb.DATA else 0
             if pressure != self.sent_pressure:
-                await self._write(call, pb.Frame(pressure=pb.Pressure(from_seq=pressure)))
+                through = log_.relief_seq if pressure else 0
+                await self._write(
+                    call, pb.Frame(pressure=pb.Pressure(from_seq=pressure, through_seq=through))
+                )
                 self.sent_pressure = pressure
             limit = self.limit()
             available = limit - self.sent

@@ -60,9 +60,9 @@ class Receiver(Protocol):
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]: ...
 
-    def pressed(self, edge: str, from_seq: int) -> None:
+    def pressed(self, edge: str, from_seq: int, through_seq: int) -> None:
         """The producer of ``edge`` is pressed from ``from_seq`` on (0: no
-        longer)."""
+        longer); capture once ``edge`` is processed through ``through_seq``."""
         ...
 
     async def received(self) -> None: ...
@@ -202,7 +202,7 @@ class InboundEdgeSession:
             if rewind:
                 self.on_rewind(rewind)
         elif body == "pressure" and stream.hello.channel == pb.DATA:
-            self.receiver.pressed(self.edge.id, frame.pressure.from_seq)
+            self.receiver.pressed(self.edge.id, frame.pressure.from_seq, frame.pressure.through_seq)
         else:
             raise Rejected(grpc.StatusCode.INVALID_ARGUMENT, f"unexpected {body} frame")
         await self.receiver.received()

@@ -239,11 +239,13 @@ class ReplicaRole:
         self.wake.set()
         return rewind
 
-    def pressed(self, edge: str, from_seq: int) -> None:
+    def pressed(self, edge: str, from_seq: int, through_seq: int) -> None:
         if from_seq and edge not in self.replica.pressure:
             log.debug("%s: the producer of %s is pressed from seq %d", self.stage.name, edge, from_seq)
-            self.events.emit("pressed", stage=self.stage.name, edge=edge, from_seq=from_seq)
-        self.replica.press(edge, from_seq)
+            self.events.emit(
+                "pressed", stage=self.stage.name, edge=edge, from_seq=from_seq, through_seq=through_seq
+            )
+        self.replica.press(edge, from_seq, through_seq)
         self.wake.set()
         self.outbound.wake()
 

@@ -73,7 +73,7 @@ class SinkRole:
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         return set()  # a sink keeps no state: it never needs to rebuild
 
-    def pressed(self, edge: str, from_seq: int) -> None:
+    def pressed(self, edge: str, from_seq: int, through_seq: int) -> None:
         pass  # its cut is what it received: nothing to capture
 
     def level1(self) -> ResyncPoint:

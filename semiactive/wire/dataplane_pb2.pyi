@@ -128,10 +128,12 @@ class Frame(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., resync: _Optional[_Union[ResyncPoint, _Mapping]] = ..., state: _Optional[_Union[StateChunk, _Mapping]] = ..., pressure: _Optional[_Union[Pressure, _Mapping]] = ...) -> None: ...
 
 class Pressure(_message.Message):
-    __slots__ = ("from_seq",)
+    __slots__ = ("from_seq", "through_seq")
     FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SEQ_FIELD_NUMBER: _ClassVar[int]
     from_seq: int
-    def __init__(self, from_seq: _Optional[int] = ...) -> None: ...
+    through_seq: int
+    def __init__(self, from_seq: _Optional[int] = ..., through_seq: _Optional[int] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("next_seq", "idle_from")

@@ -106,6 +106,63 @@ def test_a_pressed_replica_captures_at_once_even_without_new_input(tmp_path: Pat
     assert rep.captured.position == 320 and not rep.pressure
 
 
+def test_a_pressed_replica_captures_once_it_has_processed_the_producers_seq(tmp_path: Path) -> None:
+    """The frame says through which seq: a capture before it would leave
+    the producer's cut short of its newest state, and the producer would
+    press again at the new cut (up to 5 captures per pressure on the
+    3-hour Linear Road run). One capture, there."""
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {UNBOUNDED_SUM}"])
+    stage = topo.stages["stage-1"]
+    edge = stage.inputs[0].id
+    rows = source_rows(400, 3, per_ts=1)
+    rep = replica(stage, snapshot_rows=10_000)
+    for row in rows[:300]:
+        rep.receive(edge, row[1], [row], row[0], False)
+        rep.run()
+    rep.press(edge, 1, through_seq=350)
+    for row in rows[300:360]:
+        rep.receive(edge, row[1], [row], row[0], False)
+        rep.run()
+    assert rep.captures == 1 and rep.captured is not None and rep.captured.position == 350
+    # Processed past it already: at once, even with no new input.
+    rep.press(edge, 351, through_seq=355)
+    rep.run()
+    assert rep.captures == 2 and rep.captured.position == 360
+    # Asked through a seq the state already covers: nothing to capture.
+    rep.press(edge, 361, through_seq=358)
+    rep.run()
+    assert rep.captures == 2
+
+
+def test_a_pressed_producer_presses_its_consumers_through_its_newest_state(tmp_path: Path) -> None:
+    """A stateful replica pressed by its producer first takes its own
+    capture, then presses the consumers that hold its cut through the
+    output seq of that capture: pressing them before would make them
+    capture for its older state, then again for the new one."""
+    topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {UNBOUNDED_SUM}"])
+    stage = topo.stages["stage-1"]
+    edge, out = stage.inputs[0].id, stage.outputs[0].id
+    rows = source_rows(300, 3, per_ts=1)
+    rep = replica(stage, snapshot_rows=200, capacity=400)
+    for row in rows:
+        rep.receive(edge, row[1], [row], row[0], False)
+        rep.run()
+    assert rep.captures == 1 and rep.captured is not None and rep.captured.position == 200
+    rep.acknowledged(out, rep.log.head, _point(out, 101))
+    rep.press(edge, 1)
+    rep.level1()
+    assert not rep.log.pressed  # its own capture first
+    rep.run()  # no new input: the capture comes anyway
+    assert rep.captures == 2 and rep.captured.position == 300
+    rep.level1()
+    assert rep.log.pressed and rep.log.pressure(out) == 101
+    assert rep.log.relief_seq == rep.log.head  # the output seq of the state after row 300
+    rep.acknowledged(out, rep.log.head, _point(out, rep.log.relief_seq + 1))
+    point = rep.level1()
+    assert point is not None and point.cut_position == 301  # one consumer capture moved it all the way
+    assert not rep.log.pressed and rep.log.relief_seq == 0
+
+
 def test_pressure_passes_on_to_the_consumers_that_hold_the_cut(tmp_path: Path) -> None:
     """A stateless stage pressed by its producer: its own cut is where its
     consumer's cut lets it be. Consumers a quarter of a log behind are
@@ -139,14 +196,14 @@ def test_pressure_passes_on_to_the_consumers_that_hold_the_cut(tmp_path: Path) -
 
 async def test_a_pressure_frame_is_taken_only_on_a_data_stream_whatever_its_value() -> None:
     """Over gRPC: a Pressure frame on a backup stream is refused (nothing
-    there may press anyone); on a data stream any from_seq, the largest
-    included, only asks for a capture, and the stream goes on."""
+    there may press anyone); on a data stream any from_seq and through_seq,
+    the largest included, only ask for a capture, and the stream goes on."""
     from tests.unit.test_partition_routing import CODEC, _partition_edge, _rows
 
     async with served_sink(_partition_edge(), CODEC) as (stub, _, sink, _metrics):
         for channel, frame in (
             (pb.BACKUP, pb.Frame(pressure=pb.Pressure(from_seq=7))),
-            (pb.DATA, pb.Frame(pressure=pb.Pressure(from_seq=2**64 - 1))),
+            (pb.DATA, pb.Frame(pressure=pb.Pressure(from_seq=2**64 - 1, through_seq=2**64 - 1))),
         ):
             call = stub.Push()
             hello = pb.Hello(edge="up->down.p0", sender="up", channel=channel, layout=CODEC.fingerprint())
