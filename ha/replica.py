@@ -225,10 +225,18 @@ class StageReplica:
         pressed = bool(self.pressure) and (
             latest is not None and (usable is None or (latest.low - usable.low) * 4 >= self.capacity)
         )
-        if pressed and not self.log.pressed and self._relief and self._takes_snapshots:
-            # Our own capture for this pressure has not started: press the
+        if (
+            pressed
+            and not self.log.pressed
+            and self._relief
+            and self._takes_snapshots
+            and self._through_reached()
+        ):
+            # Our own capture for this pressure is about to start: press the
             # consumers once it has, through its output seq, or they would
-            # capture twice (for our old state, then for the new one).
+            # capture twice (for our old state, then for the new one). One
+            # that waits for rows not processed yet (which a bad peer could
+            # make forever) does not hold them.
             pressed = False
         self.log.pressed = pressed
         self.log.relief_seq = self._low_since[1] if pressed else 0

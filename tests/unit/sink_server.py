@@ -3,6 +3,7 @@ what the data-plane unit tests talk to."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,3 +38,13 @@ async def served_sink(
     finally:
         await channel.close()
         await server.stop(0)
+
+
+async def until_next_seq(sink: SinkRole, next_seq: int, timeout: float = 10.0) -> None:
+    """Wait until the sink's first input edge wants ``next_seq`` (it has
+    every row before); fail after ``timeout`` seconds."""
+    edge = sink.inputs.edges[0]
+    async with asyncio.timeout(timeout):
+        while edge.next_seq < next_seq:
+            await asyncio.sleep(0.02)
+    assert edge.next_seq == next_seq

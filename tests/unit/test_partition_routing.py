@@ -32,7 +32,7 @@ from semiactive.topology import Edge, resolve
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.processes import ROOT, write_config
-from tests.unit.sink_server import served_sink
+from tests.unit.sink_server import served_sink, until_next_seq
 
 SCHEMA = plan.Schema((plan.Column("k", plan.INTEGER), plan.Column("v", plan.INTEGER)))
 CODEC = RowCodec(SCHEMA, plan.Kind.STREAM)
@@ -190,11 +190,7 @@ async def test_a_partition_takes_its_rows_whole_and_the_others_as_timestamps(
     await call.write(_hello())
     await asyncio.wait_for(call.read(), 10)
     await call.write(_routed(rows, owned))
-    for _ in range(100):
-        if sink.inputs.edges[0].next_seq == 13:
-            break
-        await asyncio.sleep(0.02)
-    assert sink.inputs.edges[0].next_seq == 13
+    await until_next_seq(sink, 13)
     await call.done_writing()
 
 

@@ -17,7 +17,7 @@ from ha.resync import ResyncPoint, StateSnapshot
 from node.engine.elements import Element
 from semiactive.wire import dataplane_pb2 as pb
 from tests.unit.ha_harness import build_topology, replica, source_rows
-from tests.unit.sink_server import served_sink
+from tests.unit.sink_server import served_sink, until_next_seq
 
 UNBOUNDED_SUM = "ISTREAM(SELECT val % 4 AS k, SUM(val) AS s FROM s0 [Range Unbounded] GROUP BY val % 4)"
 
@@ -144,12 +144,20 @@ def test_a_pressed_producer_presses_its_consumers_through_its_newest_state(tmp_p
     edge, out = stage.inputs[0].id, stage.outputs[0].id
     rows = source_rows(300, 3, per_ts=1)
     rep = replica(stage, snapshot_rows=200, capacity=400)
+    heads = []
     for row in rows:
         rep.receive(edge, row[1], [row], row[0], False)
         rep.run()
+        heads.append(rep.log.head)
     assert rep.captures == 1 and rep.captured is not None and rep.captured.position == 200
     rep.acknowledged(out, rep.log.head, _point(out, 101))
-    rep.press(edge, 1)
+    rep.press(edge, 1, through_seq=10**9)  # its own capture waits for rows it may never get
+    rep.level1()
+    assert rep.log.pressed and rep.log.relief_seq == heads[199]  # so it presses now, through its state
+    rep.press(edge, 0)
+    rep.level1()
+    assert not rep.log.pressed
+    rep.press(edge, 2)
     rep.level1()
     assert not rep.log.pressed  # its own capture first
     rep.run()  # no new input: the capture comes anyway
@@ -220,9 +228,5 @@ async def test_a_pressure_frame_is_taken_only_on_a_data_stream_whatever_its_valu
             await call.write(
                 pb.Frame(batch=pb.Batch(first_seq=1, count=3, rows=CODEC.encode(rows), watermark=3))
             )
-            for _ in range(100):
-                if sink.inputs.edges[0].next_seq == 4:
-                    break
-                await asyncio.sleep(0.02)
-            assert sink.inputs.edges[0].next_seq == 4
+            await until_next_seq(sink, 4)
             await call.done_writing()
