@@ -7,14 +7,17 @@ good once the first log is full (tests/faults/test_simulation.py runs it)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import pytest
 
 from ha.output_log import OutputLog
+from ha.replica import capture_now
 from ha.resync import ResyncPoint, StateSnapshot
 from node.engine.elements import Element
+from node.engine.engine import Engine
 from semiactive.wire import dataplane_pb2 as pb
 from tests.unit.ha_harness import build_topology, replica, source_rows
 from tests.unit.sink_server import served_sink, until_next_seq
@@ -138,16 +141,28 @@ def test_a_pressed_producer_presses_its_consumers_through_its_newest_state(tmp_p
     """A stateful replica pressed by its producer first takes its own
     capture, then presses the consumers that hold its cut through the
     output seq of that capture: pressing them before would make them
-    capture for its older state, then again for the new one."""
+    capture for its older state, then again for the new one. Once they
+    are past it, its own capture (still being taken) holds the cut, and
+    pressing them again would only make them capture for nothing."""
     topo = build_topology(tmp_path, [f"REGISTER QUERY s1 AS {UNBOUNDED_SUM}"])
     stage = topo.stages["stage-1"]
     edge, out = stage.inputs[0].id, stage.outputs[0].id
     rows = source_rows(300, 3, per_ts=1)
-    rep = replica(stage, snapshot_rows=200, capacity=400)
+    taking: list[Callable[[], None]] = []  # captures taken, not yet reported
+
+    def slow_capture(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+        capture_now(engine, lambda result: taking.append(lambda: done(result)))
+
+    def finish_captures() -> None:
+        while taking:
+            taking.pop(0)()
+
+    rep = replica(stage, snapshot_rows=200, capacity=400, capture=slow_capture)
     heads = []
     for row in rows:
         rep.receive(edge, row[1], [row], row[0], False)
         rep.run()
+        finish_captures()
         heads.append(rep.log.head)
     assert rep.captures == 1 and rep.captured is not None and rep.captured.position == 200
     rep.acknowledged(out, rep.log.head, _point(out, 101))
@@ -161,11 +176,15 @@ def test_a_pressed_producer_presses_its_consumers_through_its_newest_state(tmp_p
     rep.level1()
     assert not rep.log.pressed  # its own capture first
     rep.run()  # no new input: the capture comes anyway
-    assert rep.captures == 2 and rep.captured.position == 300
+    assert rep.captures == 2 and rep.capturing is not None
     rep.level1()
     assert rep.log.pressed and rep.log.pressure(out) == 101
     assert rep.log.relief_seq == rep.log.head  # the output seq of the state after row 300
     rep.acknowledged(out, rep.log.head, _point(out, rep.log.relief_seq + 1))
+    point = rep.level1()
+    assert point is not None and point.cut_position == 201  # the new state is still being taken
+    assert not rep.log.pressed and rep.log.pressure(out) == 0  # yet the consumer is past it
+    finish_captures()
     point = rep.level1()
     assert point is not None and point.cut_position == 301  # one consumer capture moved it all the way
     assert not rep.log.pressed and rep.log.relief_seq == 0
