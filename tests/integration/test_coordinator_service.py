@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -42,8 +43,8 @@ def _stage(state: dict[str, Any], name: str) -> dict[str, Any]:
 def test_the_coordinator_killed_mid_run_loses_nothing_and_is_rebuilt_from_the_reports(tmp_path: Path) -> None:
     config_path = protected_chain(tmp_path, AGGREGATE)
     run_dir = tmp_path / "run"
-    # Long enough for the restarted coordinator to start (seconds on a loaded machine).
-    launcher = start_launcher(config_path, run_dir, duration=14)
+    # Ended by SIGINT once stage-2 is protected again (seconds on a loaded machine).
+    launcher = start_launcher(config_path, run_dir, duration=120)
     try:
         # The coordinator dies, and stage-2's primary 100 ms later: the
         # takeover must not need the coordinator.
@@ -63,7 +64,9 @@ def test_the_coordinator_killed_mid_run_loses_nothing_and_is_rebuilt_from_the_re
         assert (stage2["primary"], stage2["epoch"], stage2["protected"]) == ("sec-2", "1", True), stage2
         assert stage2["secondary"] in ("spare-1", "spare-2", "node-2")
         assert float(state["uptimeS"]) < 15  # the restarted one
+        time.sleep(1.0)  # rows through the new pair
     finally:
+        launcher.send_signal(signal.SIGINT)  # drains: the run must still be exact
         result = finish(launcher, run_dir)
     assert result.returncode == 0, result.stderr
     for check in check_run(topology.resolve(config.load(config_path)), run_dir):

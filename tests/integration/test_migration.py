@@ -7,6 +7,7 @@ the reference row for row: nothing lost or repeated."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -55,7 +56,9 @@ def _a_spare(run_dir: Path) -> str:
 
 
 def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
-    launcher, run_dir = _start(tmp_path, 11)
+    # Ended by SIGINT once both moves are done: each command is a Python
+    # process of its own, seconds on a loaded machine.
+    launcher, run_dir = _start(tmp_path, 120)
     try:
         moved = semiactive("migrate", "join-1", "--to", "spare-1", "--run-dir", str(run_dir), timeout=40)
         assert moved.returncode == 0, moved.stdout + moved.stderr
@@ -68,6 +71,8 @@ def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
         target = _a_spare(run_dir)
         moved = semiactive("migrate", "sum-2", "--to", target, "--run-dir", str(run_dir), timeout=40)
         assert moved.returncode == 0, moved.stdout + moved.stderr
+        time.sleep(1.0)  # rows through the moved stages
+        launcher.send_signal(signal.SIGINT)  # drains: the run must still be exact
     except BaseException:
         launcher.kill()
         raise
