@@ -110,6 +110,11 @@ def config(
         "failure_timeout_ms": 10_000,
         "ack_interval_ms": 250,
         "linger_ms": 5,
+        # The expenditure queries' edge carries about 2 rows/s: in batches
+        # of B = 100 its rows and watermark reached xway's secondary up to
+        # 50 s late, which held the secondary's whole input, and its
+        # catch-up bursts then took the cores its primary needed.
+        "backup_max_delay_ms": 500,
         # The program's state is unbounded (balances, a car's previous
         # report, the accident history), so without state snapshots its
         # Level-1 cut never passes the first rows and producers retain their

@@ -73,6 +73,8 @@ class Outbound:
         self.failures: asyncio.Queue[BaseException] = asyncio.Queue()
         self.bytes_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> bytes, all senders ever
         self.rows_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> rows, all senders ever
+        self.backup_max_delay = topology.config.backup_max_delay_ms / 1000
+        self._backup_due: dict[str, asyncio.TimerHandle] = {}  # edge -> when its partial batch goes
 
     def reconcile(self, starting: bool = False) -> None:
         """Start, stop or retarget senders to match the current views.
@@ -191,9 +193,27 @@ class Outbound:
         """New rows or time in the log: ship backups due, wake senders."""
         for edge in self.log.edges:
             self.log.take_backup(edge)
+            if (
+                self.backup_max_delay
+                and self.log.unsent(edge)
+                and edge not in self._backup_due
+                and (edge, pb.BACKUP) in self.senders
+            ):
+                self._backup_due[edge] = asyncio.get_running_loop().call_later(
+                    self.backup_max_delay, self._ship_partial_backup, edge
+                )
         if self.log.full:
             self.room.clear()
         self.wake()
+
+    def _ship_partial_backup(self, edge: str) -> None:
+        """``backup_max_delay_ms`` after rows were left unshipped: ship what
+        is unshipped now, a batch short of B (rows that came later go with
+        them early, at most one such batch per delay)."""
+        del self._backup_due[edge]
+        if self.log.unsent(edge):
+            self.log.take_backup(edge, force=True)
+            self.wake()
 
     def wake(self) -> None:
         """Let every sender look at the log again (rows, time, pressure)."""
@@ -260,6 +280,9 @@ class Outbound:
         return out
 
     def stop(self) -> None:
+        for due in self._backup_due.values():
+            due.cancel()
+        self._backup_due.clear()
         for sender in self.senders.values():
             sender.stop()
         for task in self.tasks.values():

@@ -347,6 +347,10 @@ class ClusterConfig(_Model):
     ack_interval_ms: Annotated[int, Field(ge=5)] = 250
     batch_rows: Annotated[int, Field(ge=1, le=65536)] = 1024
     linger_ms: Annotated[float, Field(ge=0)] = 0.0
+    # A row waits at most this long for its backup batch (B rows) to fill;
+    # 0: until it fills, as the paper's Algorithm 1. On a sparse edge of a
+    # multi-input stage the secondary otherwise waits for B of its rows.
+    backup_max_delay_ms: Annotated[float, Field(ge=0)] = 0.0
     # [Range T] in every stage's CQL: CQL's closed [ts, ts+T] or STREAM's half-open [ts, ts+T).
     window_bounds: Literal["closed", "half-open"] = "closed"
     connect_timeout_ms: Annotated[int, Field(ge=100)] = 10_000

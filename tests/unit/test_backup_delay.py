@@ -1,0 +1,95 @@
+"""``backup_max_delay_ms``: a partial backup batch ships after that long.
+
+Under SAS a producer ships backups to the consumer's secondary in batches
+of B rows (Algorithm 1). On a sparse edge of a multi-input stage the
+secondary then waits for B of its rows, and the watermark they carry,
+before it can process any other input: in Linear Road the expenditure
+queries' edge (about 2 rows/s, B = 100) stopped the secondary for up to
+50 s, and its catch-up bursts took the cores its primary needed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ha.output_log import OutputLog
+from ha.views import StageView, ViewTable
+from node.metrics import NodeMetrics
+from node.outbound import Outbound
+from semiactive import config
+from semiactive.topology import resolve
+from semiactive.wire import dataplane_pb2 as pb
+from tests.processes import write_config
+
+EDGE = "src->keep"
+
+
+def _outbound(tmp_path: Path, delay_ms: float, mode: str = "sas") -> Outbound:
+    cluster = {
+        "insecure": True,
+        "backup_max_delay_ms": delay_ms,
+        "sources": [{"name": "src", "stream": "s0"}],
+        "stages": [
+            {
+                "name": "keep",
+                "node": "node-1",
+                "query": "REGISTER QUERY s1 AS SELECT * FROM s0",
+                "ha": {"mode": mode, "secondary": "node-2", "batch_size": 100},
+            }
+        ],
+        "sinks": [{"name": "sink", "input": "s1"}],
+    }
+    topology = resolve(config.load(write_config(tmp_path / "c.yaml", cluster)))
+    log_ = OutputLog(capacity=1000)
+    log_.add_edge(EDGE)
+    log_.edges[EDGE].batch_size = 100
+    # Nothing listens there: the senders retry, and the test looks only at
+    # what the log ships to the backup channel.
+    addresses = {name: "127.0.0.1:9" for name in topology.nodes}
+    views = ViewTable([StageView("keep", 0, 1, "node-1", "node-2" if mode != "none" else None)])
+    out = Outbound(
+        "src", topology.stages["src"], topology, addresses, log_, views,
+        NodeMetrics("src", "src", "source"), epoch=lambda: 0, on_refused=lambda sender, details: None,
+    )  # fmt: skip
+    out.reconcile()
+    return out
+
+
+async def test_a_partial_backup_batch_ships_after_the_delay(tmp_path: Path) -> None:
+    out = _outbound(tmp_path, delay_ms=50)
+    try:
+        assert (EDGE, pb.BACKUP) in out.senders
+        out.log.append([(t, t, 1, t, 0) for t in range(1, 4)], 3)
+        out.appended()
+        assert out.log.unsent(EDGE) == 3  # fewer than B: held
+        await asyncio.sleep(0.2)
+        assert out.log.unsent(EDGE) == 0 and out.log.edges[EDGE].batches == 1
+        out.log.append([(4, 4, 1, 4, 0)], 4)
+        out.appended()
+        await asyncio.sleep(0.2)
+        assert out.log.unsent(EDGE) == 0 and out.log.edges[EDGE].batches == 2  # armed again
+    finally:
+        out.stop()
+
+
+async def test_without_the_delay_a_partial_batch_waits_for_b_rows(tmp_path: Path) -> None:
+    out = _outbound(tmp_path, delay_ms=0)
+    try:
+        out.log.append([(t, t, 1, t, 0) for t in range(1, 4)], 3)
+        out.appended()
+        await asyncio.sleep(0.2)
+        assert out.log.unsent(EDGE) == 3 and out.log.edges[EDGE].batches == 0
+    finally:
+        out.stop()
+
+
+async def test_an_edge_without_a_backup_channel_ships_nothing(tmp_path: Path) -> None:
+    out = _outbound(tmp_path, delay_ms=50, mode="none")
+    try:
+        assert (EDGE, pb.BACKUP) not in out.senders
+        out.log.append([(t, t, 1, t, 0) for t in range(1, 4)], 3)
+        out.appended()
+        await asyncio.sleep(0.2)
+        assert out.log.edges[EDGE].batches == 0 and not out._backup_due
+    finally:
+        out.stop()
