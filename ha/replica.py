@@ -181,14 +181,10 @@ class StageReplica:
                 raise
             self.captured = point.state
         self.log.reset(point.out_seq)
-        self.inputs = before[0]  # the rows it holds past the cut stay
-        resend = self.inputs.restart(point.cut_position, point.edge_cut)
-        # Rows past the cut already handed on are needed again: those edges'
-        # producers start again from the cut. Rewinding every edge instead
-        # made a lagging secondary of a two-input stage rebuild every 0.8 s
-        # for as long as its state was empty (each rewind's reconnection let
-        # the other edge's cut pass the rows sent on it: one more point).
-        self.rewind = resend if len(self.inputs.edges) > 1 else set()
+        self.inputs.restart(point.cut_position, point.edge_cut)
+        # Other input edges may already have delivered rows past their cut:
+        # their producers must start again from the cut.
+        self.rewind = {e.edge for e in self.inputs.edges} if len(self.inputs.edges) > 1 else set()
         self.warmup = point
         self.resyncs += 1
         if point.cut_position > point.position:

@@ -142,23 +142,6 @@ class EdgeInput:
         self.last_ts = min(self.last_ts, first_ts)
         self.end_of_stream = False
 
-    def resume(self, next_seq: int) -> bool:
-        """Go on from ``next_seq`` (a resync's cut): keep the rows already
-        received from it on, so that the producer need not send them again.
-        Return whether it must: rows from it on were handed on already, and
-        the operator rebuilt from the cut needs them again."""
-        if self.handed >= next_seq:
-            self.restart(next_seq)
-            return True
-        pending = self.pending
-        while pending and pending[0][1] < next_seq:
-            pending.popleft()
-        self.handed = next_seq - 1
-        # Rows before next_seq still on the way are counted as duplicates;
-        # the watermark stays: it bounds every row after the ones received.
-        self.next_seq = max(self.next_seq, next_seq)
-        return False
-
     def restart(self, next_seq: int) -> None:
         """Start over at ``next_seq`` (a resync): forget what is queued."""
         self.next_seq = next_seq
@@ -334,13 +317,13 @@ class InputSection:
         while entries and entries[0][0] < position:
             entries.popleft()
 
-    def restart(self, cut_position: int, edge_cut: dict[str, int]) -> set[str]:
-        """Start over from a resync point's cut; return the edges whose
-        producers must send again from their cut (:meth:`EdgeInput.resume`)."""
+    def restart(self, cut_position: int, edge_cut: dict[str, int]) -> None:
+        """Start over from a resync point's cut."""
         self.position = cut_position - 1
         self._positions.clear()
         self._cut = None
-        return {e.edge for e in self.edges if e.resume(edge_cut.get(e.edge, 1))}
+        for e in self.edges:
+            e.restart(edge_cut.get(e.edge, 1))
 
 
 def _own(rows: list[Element]) -> list[Element]:

@@ -45,10 +45,11 @@ STAGES = {
 }
 
 
-def _primary_points(
-    stage: Stage, inputs: dict[str, list[Element]], rnd: random.Random, end: int, snapshot_rows: int = 0
-) -> tuple[list[tuple[object, ...]], list[ResyncPoint]]:
-    """A primary's whole output, and its Level-1 points at random moments."""
+def _check(
+    stage: Stage, inputs: dict[str, list[Element]], seed: int, snapshot_rows: int = 0
+) -> tuple[int, int]:
+    rnd = random.Random(seed)
+    end = max(r[0] for rows in inputs.values() for r in rows) + 5
     primary = replica(stage, snapshot_rows=snapshot_rows)
     points: list[ResyncPoint] = []
     out_edge = stage.outputs[0].id
@@ -76,15 +77,6 @@ def _primary_points(
                 assert point.cut_position >= points[-1].cut_position
             points.append(point)
     assert len(expected) == primary.log.head
-    return expected, points
-
-
-def _check(
-    stage: Stage, inputs: dict[str, list[Element]], seed: int, snapshot_rows: int = 0
-) -> tuple[int, int]:
-    rnd = random.Random(seed)
-    end = max(r[0] for rows in inputs.values() for r in rows) + 5
-    expected, points = _primary_points(stage, inputs, rnd, end, snapshot_rows)
     for point in points:
         fresh = replica(stage, Mode.SECONDARY, "fresh")
         fresh.resync(point)
@@ -319,51 +311,6 @@ def test_two_input_stage_translates_the_cut_to_each_edge(tmp_path: Path) -> None
         rows_b = source_rows(90, seed + 100)
         assert _check(stage, {a.id: rows_a, b.id: rows_b}, seed)[0] > 0
         assert _check(stage, {a.id: rows_a, b.id: rows_b}, seed, snapshot_rows=3)[0] > 0
-
-
-@pytest.mark.parametrize("handed", [False, True], ids=["received", "processed"])
-def test_a_secondary_rebuilt_at_a_point_asks_again_only_for_rows_it_processed(
-    tmp_path: Path, handed: bool
-) -> None:
-    """A secondary behind its primary that has *received* rows past the
-    point's cut keeps them: no producer sends again (rewinding every edge
-    made a two-input secondary rebuild every 0.8 s in Linear Road). One
-    that has *processed* rows past the cut asks for them again. Either way
-    it then emits exactly what the primary emitted after the point."""
-    topo = build_topology(
-        tmp_path,
-        [
-            "REGISTER QUERY s1 AS ISTREAM(SELECT s0.id, t0.val FROM s0 [Rows 5], t0 [Range 3] "
-            "WHERE s0.val % 7 = t0.val % 7)"
-        ],
-        second_source=True,
-    )
-    stage = topo.stages["stage-1"]
-    a, b = stage.inputs
-    checked = 0
-    for seed in range(4):
-        rnd = random.Random(seed)
-        inputs = {a.id: source_rows(120, seed), b.id: source_rows(90, seed + 100)}
-        end = max(r[0] for rows in inputs.values() for r in rows) + 5
-        expected, points = _primary_points(stage, inputs, rnd, end, snapshot_rows=3)
-        for point in points:
-            secondary = replica(stage, Mode.SECONDARY, "behind")
-            for edge, rows in inputs.items():
-                secondary.receive(edge, 1, rows, end, False)
-            if handed:
-                secondary.run()
-            secondary.resync(point)
-            past_cut = {e for e, rows in inputs.items() if rows[-1][1] >= point.edge_cut[e]}
-            resend = past_cut if handed else set()
-            assert secondary.rewind == resend, (point.edge_cut, secondary.rewind)
-            for edge in resend:
-                cut = point.edge_cut[edge]
-                secondary.receive(edge, cut, [r for r in inputs[edge] if r[1] >= cut], end, False)
-            secondary.run()
-            got = secondary.log.get(point.out_seq + 1, secondary.log.head)
-            assert [r[:1] + r[2:] for r in got] == [r[:1] + r[2:] for r in expected[point.out_seq :]]
-            checked += point.out_seq > 0
-    assert checked >= 4
 
 
 def test_a_secondary_forgets_input_positions_its_consumers_no_longer_need(tmp_path: Path) -> None:
