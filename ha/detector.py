@@ -38,3 +38,19 @@ class FailureDetector:
     def silent_for(self, now: float) -> float:
         reference = self.last_pong if self.last_pong is not None else self.started
         return 0.0 if reference is None else now - reference
+
+
+def becoming_primary(
+    name: str, role: str, stage: str, epoch: int, held_primary: str, watched_stage: str, watched_epoch: int
+) -> bool:
+    """Whether node ``name``, answering Status with (``role``, ``stage``,
+    ``epoch``, and its view of the stage naming ``held_primary``) but not
+    ponging, is the primary a secondary watches at ``watched_epoch``, only
+    still behind or inside the switch to the view that names it: a
+    migration's target handed the stage while the coordinator, at once,
+    made the watcher its secondary. It is alive; taking over would replace
+    it before it ever served. (At an equal epoch its view must name itself:
+    one epoch has one primary.)"""
+    if role != "secondary" or stage != watched_stage:
+        return False
+    return epoch < watched_epoch or (epoch == watched_epoch and held_primary == name)

@@ -58,6 +58,14 @@ def base_groups(queries: Sequence[ContinuousQuery], theta: float) -> list[list[i
     return groups
 
 
+def load_clustering() -> None:
+    """Import what :func:`cluster` needs now: scipy's import takes about a
+    second, and a node that first clusters while it serves would stop its
+    event loop that long (a primary silent for that long is taken over)."""
+    import scipy.cluster.hierarchy
+    import scipy.spatial.distance  # noqa: F401
+
+
 def cluster(sim: npt.NDArray[np.float64], theta: float) -> list[list[int]]:
     """Complete-linkage clusters of the items of ``sim``, each pair >= theta,
     listed by their first item (deterministic)."""
@@ -66,7 +74,8 @@ def cluster(sim: npt.NDArray[np.float64], theta: float) -> list[list[int]]:
         return [list(range(m))]
     distance = np.clip(1.0 - (sim + sim.T) / 2, 0.0, 1.0)
     np.fill_diagonal(distance, 0.0)
-    # Imported here: every node process imports this module, few cluster.
+    # Imported here: every node process imports this module, few cluster
+    # (those that do call load_clustering first).
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.spatial.distance import squareform
 

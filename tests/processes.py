@@ -121,6 +121,15 @@ def finish_verified(launcher: subprocess.Popen[str], run_dir: Path) -> list[dict
     return events
 
 
+def wait_for_sink(run_dir: Path, timeout: float = 60.0) -> None:
+    """Until the first row reached the sink ``sink`` of the run."""
+    deadline = time.monotonic() + timeout
+    sink = run_dir / "sink" / "sink.jsonl"
+    while not (sink.exists() and sink.stat().st_size > 0):
+        assert time.monotonic() < deadline, "no row reached the sink"
+        time.sleep(0.1)
+
+
 def run_verified(
     config: Path, run_dir: Path, duration: float, kill: str | None = None, kill_after_s: float = 1.5
 ) -> list[dict[str, Any]]:
@@ -134,11 +143,7 @@ def run_verified(
     )  # fmt: skip
     try:
         if kill is not None:
-            deadline = time.monotonic() + 60
-            sink = run_dir / "sink" / "sink.jsonl"
-            while not (sink.exists() and sink.stat().st_size > 0):
-                assert time.monotonic() < deadline, "no row reached the sink"
-                time.sleep(0.1)
+            wait_for_sink(run_dir)
             time.sleep(kill_after_s)
             kill_node(run_dir, kill)
     except BaseException:

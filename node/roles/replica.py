@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from ha.detector import FailureDetector
+from ha.detector import FailureDetector, becoming_primary
 from ha.replica import Mode, StageReplica, capture_now
 from ha.resync import ResyncPoint, StateSnapshot
 from ha.routing import consumer_batch_sizes, producer_secondary
@@ -598,7 +598,10 @@ class ReplicaRole:
         partition), and taking over would replace a healthy primary; a
         fenced old primary reassigned as its successor's secondary made the
         stage fail over back and forth for as long as the partition lasted.
-        Wait for a pong, or for the witness to lose the primary too."""
+        Wait for a pong, or for the witness to lose the primary too.
+
+        A primary that answers as a secondary not yet switched to the view
+        naming it (ha.detector.becoming_primary) is alive too: wait."""
         try:
             status: cpb.NodeStatus = await self.peers.control(primary).Status(pb.Empty(), timeout=0.2)
         except grpc.aio.AioRpcError:
@@ -606,6 +609,11 @@ class ReplicaRole:
                 await asyncio.sleep(self.topology.config.heartbeat_ms / 1000)
                 return False
             return not starting
+        name, epoch = self.stage.name, self.views[self.stage.name].epoch
+        held = next((v.primary for v in status.views if v.stage == name), "")
+        if becoming_primary(primary, status.role, status.stage, status.epoch, held, name, epoch):
+            await asyncio.sleep(self.topology.config.heartbeat_ms / 1000)
+            return False
         return status.role != "primary" or status.stage != self.stage.name
 
     async def takeover(self, old_primary: str, silent_for: float) -> None:

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 
 from mqo.executor import SharedExecutor
+from mqo.grouping import load_clustering
 from mqo.nodes import NEVER
 from mqo.stage import MqoStageSpec, OutputRows, check_registration
 from node.engine.elements import VALUES, Element
@@ -52,6 +53,7 @@ class MqoEngine:
 
     def __init__(self, spec: MqoStageSpec) -> None:
         self.spec = spec
+        load_clustering()  # built before the node serves; see load_clustering
         self.executor = SharedExecutor(
             spec.queries,
             spec.schemas,

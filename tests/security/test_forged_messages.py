@@ -31,6 +31,7 @@ from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.faults.harness import AGGREGATE, finish, protected_chain, start_launcher
+from tests.processes import wait_for_sink
 
 pytestmark = pytest.mark.slow
 
@@ -185,6 +186,9 @@ def test_forged_messages_are_refused_and_the_run_is_exact(tmp_path: Path) -> Non
     launcher = start_launcher(config_path, run_dir, duration=120)
     try:
         asyncio.run(_attacks(run_dir, tmp_path))
+        # The attacks can be over before the sources' first row: a run that
+        # ends then delivers nothing and proves nothing.
+        wait_for_sink(run_dir)
         launcher.send_signal(signal.SIGINT)  # drains: the run must still be exact
     finally:
         result = finish(launcher, run_dir)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ha.detector import FailureDetector
+from ha.detector import FailureDetector, becoming_primary
 from ha.views import StageView, ViewTable
 
 
@@ -44,3 +44,16 @@ def test_detector_deadline_counts_from_the_last_pong() -> None:
     assert not d.expired(11.0)
     assert d.expired(11.2)
     assert abs(d.silent_for(11.2) - 0.6) < 1e-9
+
+
+def test_a_primary_not_yet_switched_to_its_view_is_not_gone() -> None:
+    # spare-1 handed join-1 at epoch 1 by a migration, still its secondary at epoch 0,
+    # or at epoch 1 between applying the view and serving it: alive.
+    assert becoming_primary("spare-1", "secondary", "join-1", 0, "node-1", "join-1", 1)
+    assert becoming_primary("spare-1", "secondary", "join-1", 1, "spare-1", "join-1", 1)
+    # Anything else that does not pong no longer serves the stage.
+    assert not becoming_primary("spare-1", "secondary", "join-1", 1, "node-2", "join-1", 1)
+    assert not becoming_primary("spare-1", "secondary", "join-1", 2, "spare-1", "join-1", 1)
+    assert not becoming_primary("spare-1", "secondary", "sum-2", 0, "node-3", "join-1", 1)
+    assert not becoming_primary("spare-1", "spare", "", 0, "", "join-1", 1)  # restarted empty
+    assert not becoming_primary("spare-1", "primary", "join-1", 1, "spare-1", "join-1", 1)
