@@ -71,6 +71,13 @@ class NetworkMonitor:
             if t1 - t0 >= min(0.5, self.window_s / 2) and b1 >= b0:
                 self.rates[out.edge] = (b1 - b0) / (t1 - t0)
 
+    def measured_every_edge(self) -> bool:
+        """Whether every edge has a rate. Until then a plan would price the
+        unmeasured edges at nothing: at start-up the edges measured first
+        (rates of the first half second, before connection management let
+        the idle candidates go) moved a stage to the wrong site."""
+        return all(e.id in self.rates for e in self.topology.edges)
+
     def node_of(self, stage: str, coordinator: Coordinator) -> str:
         view = coordinator.views.get(stage)
         return view.primary if view is not None else self.topology.stages[stage].primary
@@ -143,7 +150,7 @@ class Replacer:
         """The cheapest placement reachable now, and the move toward it."""
         c, sites = self.coordinator, self.monitor.sites
         current = {st: self.monitor.node_of(st, c) for st in c.topology.stages}
-        if not all(e.producer in current for e in c.topology.edges):
+        if not self.monitor.measured_every_edge() or not all(e.producer in current for e in c.topology.edges):
             return None
         spares = [n for n in sorted(c.nodes) if c.nodes[n].role == "spare"]
         operators, movable = [], []

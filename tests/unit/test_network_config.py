@@ -112,6 +112,24 @@ def test_usage_is_rate_times_latency_and_the_stage_moves_where_it_is_cheaper(tmp
     assert "stage-1" in reports.coordinator.migrations.active
 
 
+def test_no_decision_until_every_edge_has_a_rate(tmp_path: Path) -> None:
+    """The stage's output edge unmeasured would be priced at nothing, and
+    the stage moved toward its input alone (seen at start-up: the edges
+    measured first decided)."""
+    reports = Reports(tmp_path, PROTECTED.replace("    sink: east\n", "    sink: west\n"))
+    rates = {"node-0->stage-1": 10_000, "stage-1->sink": 9_000}
+    without_stage = {n: r for n, r in ROLES.items() if n != "node-1"}
+    for _ in range(12):
+        reports.round(rates, without_stage)
+    replacer = reports.coordinator.replacer
+    assert replacer is not None
+    assert replacer.decide(reports.now) is None
+    for _ in range(12):
+        reports.round(rates, ROLES)
+    decision = replacer.decide(reports.now)
+    assert decision is not None and decision.stage is None
+
+
 def test_no_move_below_the_margin(tmp_path: Path) -> None:
     # The sink sits west too: moving east would save the input side only
     # to pay the output side; with a small output the move is still worth it,
