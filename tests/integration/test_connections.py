@@ -7,6 +7,7 @@ stage's primary is killed from outside mid-run."""
 
 from __future__ import annotations
 
+import json
 from itertools import groupby, pairwise
 from pathlib import Path
 from typing import Any
@@ -66,10 +67,12 @@ def _run(tmp_path: Path, kill_after_s: float | None = None) -> tuple[Path, list[
 
 def _bytes_a_row_between_records(run_dir: Path, source: str) -> list[float]:
     """The data stream's bytes a row between successive telemetry records
-    of the source's edge (spans of 10 rows or more: a frame's overhead
-    would swamp fewer)."""
+    of the source's edge, from 1 s on (before, the idle cameras may still
+    be sending whole rows: the stage lets them go once it runs), over
+    spans of 10 rows or more (a frame's overhead would swamp fewer)."""
+    t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
     records = read_jsonl(run_dir / "telemetry" / f"edges-{source}.jsonl")
-    records = [r for r in records if r["edge"] == f"{source}->follow"]
+    records = [r for r in records if r["edge"] == f"{source}->follow" and r["t"] >= t0 + 1.0]
     costs = []
     for before, after in pairwise(records):
         rows = after["data_rows"] - before["data_rows"]
