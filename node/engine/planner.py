@@ -8,7 +8,10 @@ predicate; and an aggregate directly over a row or time window of a base
 stream with integer SUM / COUNT / AVG is fused into one operator
 (:class:`~node.engine.operators.fused.WindowAggregateOp`), the common case
 that must be fast, and so is a GROUP BY over a partition window on the same
-keys (:class:`~node.engine.operators.partition_aggregate.PartitionAggregateOp`).
+keys (:class:`~node.engine.operators.partition_aggregate.PartitionAggregateOp`)
+and one over a sliding range window
+(:class:`~node.engine.operators.pane_aggregate.PaneAggregateOp`: the slide
+boundary then merges partial aggregates instead of every tuple).
 Operators that would compute the same thing from the same inputs are shared
 (:func:`share`).
 
@@ -32,6 +35,8 @@ from node.engine.operators.assign import AssignOp
 from node.engine.operators.base import Operator
 from node.engine.operators.fused import WindowAggregateOp, fusable
 from node.engine.operators.join import JoinOp
+from node.engine.operators.pane_aggregate import PaneAggregateOp
+from node.engine.operators.pane_aggregate import fusable as pane_fusable
 from node.engine.operators.partition_aggregate import PartitionAggregateOp
 from node.engine.operators.partition_aggregate import fusable as partition_fusable
 from node.engine.operators.relational import DistinctOp, ExceptOp, ProjectOp, SelectOp, UnionOp
@@ -296,6 +301,13 @@ class _Builder:
                 and lineage_monotone(window.child)
             ):
                 return WindowAggregateOp(window.spec, node.aggregates, label), [window.child]
+            if self.fuse and pane_fusable(node) and self._private(window):
+                assert isinstance(window, plan.Window) and isinstance(window.spec, plan.RangeWindow)
+                spec = window.spec
+                panes = PaneAggregateOp(
+                    spec.closed_range_ms, spec.slide_ms, node.group_by, node.aggregates, label
+                )
+                return panes, [window.child]
             if self.fuse and partition_fusable(node) and self._private(window):
                 assert isinstance(window, plan.Window) and isinstance(window.spec, plan.PartitionWindow)
                 mono = lineage_monotone(window.child)
