@@ -9,7 +9,9 @@ advance, and at each ``--at`` second: captures the state (time, bytes),
 captures it again in a forked child as a node daemon does (how long the
 parent stops for the fork, and until the bytes are in), decodes and
 restores it into a fresh engine (time), and checks that the
-restored engine then answers the next 30 s exactly as the original. The
+restored engine then answers the next 30 s exactly as the original (and
+prints both engines' processing time for them: a restored state should cost
+no more to work on). The
 rebuild a snapshot replaces is a replay of every row from the first (the
 historical tolls included), whose cost is the processing time up to that
 second, printed beside it.
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     program = compile_program(PROGRAM.read_text())
     original = Fed(Engine(program, ["XOut"], lineage=True))
     restored: dict[int, Fed] = {}  # by the second of their snapshot: compared for 30 s after it
+    busy_at: dict[int, float] = {}  # the original's processing time at each snapshot
     second = 0
     print("data s      rows  replay s  state MB  capture s  fork ms  forked s  restore s")
     for name, element in elements(args.directory, args.xway):
@@ -131,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if second == mark + 30:
                     del restored[mark]
-                    print(f"  the engine restored at {mark} s answered the next 30 s exactly as the original")
+                    print(
+                        f"  the engine restored at {mark} s answered the next 30 s exactly as the original, "
+                        f"in {fed.busy_s:.2f} s of processing against the original's "
+                        f"{original.busy_s - busy_at[mark]:.2f} s"
+                    )
             if marks and second == marks[0]:
                 marks.pop(0)
                 started = time.perf_counter()
@@ -144,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                 state.restore(fresh, data)
                 restore_s = time.perf_counter() - started
                 restored[second] = Fed(fresh)
+                busy_at[second] = original.busy_s
                 print(
                     f"{second:6d} {element[1] - 1:9d} {original.busy_s:9.1f} {len(data) / 1e6:9.1f} "
                     f"{capture_s:10.2f} {paused_s * 1000:8.1f} {forked_s:9.2f} {restore_s:10.2f}",
