@@ -152,14 +152,19 @@ def group_loop(key: str, arrival: str, flush: str, setup: str = "") -> str:
     )
 
 
-# Element ``e`` (sign ``s``) joins the group ``g`` of its key ``k``.
-_ARRIVAL = """
+# The group ``g`` of key ``k``, made if new; the row it showed before this
+# instant's first change to it is kept in ``changed`` for the flush.
+_GROUP_OF_KEY = """
 g = get(k)
 if g is None:
     g = groups[k] = [0, None, 0{init}]
     changed[k] = None
 elif k not in changed:
     changed[k] = g[1]
+"""
+
+# Element ``e`` (sign ``s``) joins the group ``g`` of its key ``k``.
+_ARRIVAL = """
 s = e[2]
 g[0] += s
 {update}
@@ -249,9 +254,14 @@ class GroupCode:
         self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
         self.namespace.update(_exact_add=exact_add, _fsum=exact_sum, _MinMaxAcc=MinMaxAcc)
 
+    def group_of_key(self) -> str:
+        """Bind ``g`` to the group of key ``k`` (made if new) and note it in
+        ``changed``."""
+        return _GROUP_OF_KEY.format(init=self.init)
+
     def arrival(self) -> str:
         """Apply element ``e`` to the group of key ``k`` (leaves it in ``g``)."""
-        return _ARRIVAL.format(init=self.init, update=self.update("e"))
+        return self.group_of_key() + _ARRIVAL.format(update=self.update("e"))
 
     def single(self, var: str) -> str:
         """Source of the result row of a group holding the one element

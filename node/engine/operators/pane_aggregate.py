@@ -108,12 +108,7 @@ def process(self, batch, t_hi):
 
 # Partial ``q`` of key ``k``, signed ``s``, applied to its group.
 _MERGE = """
-g = get(k)
-if g is None:
-    g = groups[k] = [0, None, 0{init}]
-    changed[k] = None
-elif k not in changed:
-    changed[k] = g[1]
+{group}
 if s > 0:
 {add}
 else:
@@ -149,7 +144,9 @@ class PaneAggregateOp(Operator):
         slots = range(3, 3 + width)
         add = "\n".join(["g[0] += q[0]", *(f"g[{i}] += q[{i}]" for i in slots)])
         subtract = "\n".join(["g[0] -= q[0]", *(f"g[{i}] -= q[{i}]" for i in slots)])
-        merge = _MERGE.format(init=gen.init, add=indent(add, 4), subtract=indent(subtract, 4))
+        merge = _MERGE.format(
+            group=gen.group_of_key().strip("\n"), add=indent(add, 4), subtract=indent(subtract, 4)
+        )
         code = _PROCESS.format(
             slide=slide_ms,
             range=range_ms,
