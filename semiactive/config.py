@@ -9,6 +9,7 @@ a user can jump to the mistake. Semantic checks that need the whole file
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -61,6 +62,14 @@ class RatePhase(_Model):
     tuples_per_s: Annotated[float, Field(gt=0)]
 
 
+class SpeedStep(_Model):
+    """A file source's replay speed from ``from_s`` seconds of data after
+    its first row on."""
+
+    from_s: Annotated[float, Field(gt=0)]
+    speed: Annotated[float, Field(gt=0)]
+
+
 class SourceConfig(_Model):
     """A process that produces one stream.
 
@@ -80,6 +89,7 @@ class SourceConfig(_Model):
     log: bool = True
     path: str | None = None
     speed: Annotated[float, Field(gt=0)] = 1.0
+    speed_steps: list[SpeedStep] = Field(default_factory=list)
 
     @field_validator("schema_")
     @classmethod
@@ -99,6 +109,14 @@ class SourceConfig(_Model):
         starts = [p.at_s for p in value]
         if starts != sorted(starts) or starts[0] != 0:
             raise ValueError("phases must start at at_s 0 and be in increasing at_s order")
+        return value
+
+    @field_validator("speed_steps")
+    @classmethod
+    def _speed_steps(cls, value: list[SpeedStep]) -> list[SpeedStep]:
+        starts = [step.from_s for step in value]
+        if any(b <= a for a, b in itertools.pairwise(starts)):
+            raise ValueError("steps must be in increasing from_s order")
         return value
 
     @model_validator(mode="before")

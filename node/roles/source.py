@@ -25,6 +25,7 @@ from node.cql import plan
 from node.engine.elements import Element
 from node.jsonl import formatter
 from node.outbound import Outbound
+from node.replay_clock import ReplayClock
 from node.sources import (
     TS_MAX,
     TS_MIN,
@@ -162,7 +163,9 @@ class SourceRole:
     async def _file(self) -> None:
         assert self.config.path is not None
         rows = read_rows(self.config.path, self.schema, plan.Kind.STREAM)
-        speed = self.config.speed
+        clock = ReplayClock(
+            self.config.speed, [(st.from_s * 1000, st.speed) for st in self.config.speed_steps]
+        )
         pending: list[Element] = []
         first_ts: int | None = None
         it: Iterator[Element] = iter(rows)
@@ -170,7 +173,7 @@ class SourceRole:
         while nxt is not None and not self.stopping.is_set():
             if first_ts is None:
                 first_ts = nxt[0]
-            due_ms = (nxt[0] - first_ts) / speed
+            due_ms = clock.wall_ms(nxt[0] - first_ts)
             wait = due_ms - self.elapsed_ms()
             if wait > 1 and pending:
                 self._emit(pending, pending[-1][0] - 1 if pending[-1][0] == nxt[0] else nxt[0] - 1)

@@ -363,6 +363,28 @@ def test_a_file_source_path_is_relative_to_the_config(tmp_path: Path) -> None:
     )
 
 
+def test_a_file_source_speed_may_change_at_increasing_data_offsets(tmp_path: Path) -> None:
+    file_source = BASE.replace("    stream: s0\n", "    stream: s0\n    kind: file\n    path: in.csv\n")
+    stepped = file_source.replace(
+        "    path: in.csv\n",
+        "    path: in.csv\n    speed: 2.5\n    speed_steps: [{from_s: 1200, speed: 1}]\n",
+    )
+    source = _load(tmp_path, stepped).stages["node-0"].source
+    assert source is not None and source.speed == 2.5
+    assert [(s.from_s, s.speed) for s in source.speed_steps] == [(1200.0, 1.0)]
+    backwards = stepped.replace(
+        "[{from_s: 1200, speed: 1}]", "[{from_s: 1200, speed: 1}, {from_s: 600, speed: 2}]"
+    )
+    _check(tmp_path, backwards, "speed_steps", "sources[0].speed_steps", "increasing from_s")
+    _check(
+        tmp_path,
+        stepped.replace("from_s: 1200, speed: 1", "from_s: 1200, speed: 0"),
+        "speed_steps",
+        "sources[0].speed_steps[0].speed",
+        "greater than 0",
+    )
+
+
 def test_a_cycle_across_stages_is_rejected_naming_the_stages(tmp_path: Path) -> None:
     text = """\
 sources:
