@@ -89,6 +89,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def run_t0(run_dir: Path) -> float:
+    """The run's t0 (wall clock, s): when its sources started (``cluster.json``)."""
+    return float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"])
+
+
 def cluster_events(run_dir: Path) -> list[dict[str, Any]]:
     """Every process's events of a run, file by file."""
     return [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]

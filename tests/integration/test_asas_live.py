@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.asas_experiment import Setting, intervals_after, load_scenario, read_samples, variant
 from tests.faults.harness import run
-from tests.processes import write_config
+from tests.processes import run_t0, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -56,10 +56,6 @@ def _changes(ran: list[dict[str, Any]], t0: float) -> list[tuple[float, int]]:
     ]
 
 
-def _t0(run_dir: Path) -> float:
-    return float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"])
-
-
 def test_b_follows_the_rate_step_bandwidth_returns_under_the_limit_and_a_kill_recovers_in_time(
     tmp_path: Path,
 ) -> None:
@@ -76,7 +72,7 @@ def test_b_follows_the_rate_step_bandwidth_returns_under_the_limit_and_a_kill_re
     kill_at = STEP_AT_S + 6.0
     run_dir = tmp_path / "run"
     result = run(config_path, run_dir, "--kill", f"node-2@{kill_at}", duration=kill_at + 1.5)
-    t0 = _t0(run_dir)
+    t0 = run_t0(run_dir)
     changes = _changes(result["events"], t0)
     assert changes, "the tuner never moved B"
     assert max(b for t, b in changes if t >= STEP_AT_S) > 1, changes
@@ -120,7 +116,7 @@ def test_output_is_identical_while_b_changes_under_random_kills(tmp_path: Path) 
     ran = result["events"]
     takeovers = [e["node"] for e in ran if e["event"] == "takeover" and e.get("stage") == "select-2"]
     assert takeovers[0] == "node-4" and len(takeovers) == 2, takeovers
-    changes = _changes(ran, _t0(run_dir))
+    changes = _changes(ran, run_t0(run_dir))
     for at in (first, second):
         around = [t for t, _ in changes if at - 0.5 <= t <= at + 0.5]
         assert around, f"B did not change around the kill at {at:.2f} s: {changes}"

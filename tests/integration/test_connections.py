@@ -7,14 +7,13 @@ stage's primary is killed from outside mid-run."""
 
 from __future__ import annotations
 
-import json
 from itertools import groupby, pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.processes import read_jsonl, run_verified, write_config
+from tests.processes import read_jsonl, run_t0, run_verified, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +69,7 @@ def _bytes_a_row_between_records(run_dir: Path, source: str) -> list[float]:
     of the source's edge, from 1 s on (before, the idle cameras may still
     be sending whole rows: the stage lets them go once it runs), over
     spans of 10 rows or more (a frame's overhead would swamp fewer)."""
-    t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
+    t0 = run_t0(run_dir)
     records = read_jsonl(run_dir / "telemetry" / f"edges-{source}.jsonl")
     records = [r for r in records if r["edge"] == f"{source}->follow" and r["t"] >= t0 + 1.0]
     costs = []

@@ -8,7 +8,6 @@ run with the figures)."""
 
 from __future__ import annotations
 
-import json
 import runpy
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.processes import ROOT, assert_no_processes, cluster_events, read_jsonl, semiactive, write_config
+from tests.processes import (
+    ROOT,
+    assert_no_processes,
+    cluster_events,
+    read_jsonl,
+    run_t0,
+    semiactive,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +46,7 @@ def test_the_query_follows_alice_and_loses_nothing(tmp_path: Path) -> None:
     assert verified.returncode == 0 and "identical to the reference" in verified.stdout, verified.stdout
 
     sites = config["network"]["sites"]
-    t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
+    t0 = run_t0(run_dir)
     samples = read_jsonl(run_dir / "telemetry" / "network-coordinator.jsonl")
     where = [(r["t"] - t0, sites.get(r["primaries"].get("follow-alice"))) for r in samples]
     assert [site for t, site in where if t < SEGMENT_MS / 1000][-1] == "New York", where

@@ -7,7 +7,6 @@ row lost or repeated and no pause at the sink beyond the latency it had."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive
+from tests.processes import ROOT, assert_no_processes, read_jsonl, run_t0, semiactive
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.slow
 def sink_latencies(run_dir: Path) -> list[tuple[float, float]]:
     """(arrival wall time, latency in ms) of every sink row: its arrival
     against its event time (ms since the cluster's t0)."""
-    t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
+    t0 = run_t0(run_dir)
     ts = {r["seq"]: r["ts"] for r in read_jsonl(run_dir / "sink" / "sink.jsonl")}
     out = []
     for line in (run_dir / "telemetry" / "sink.arrivals").read_text().splitlines():

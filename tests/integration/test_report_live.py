@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from analytics import report_job
 from coordinator.asas_experiment import per_second, read_samples
-from tests.processes import ROOT, assert_no_processes, semiactive
+from tests.processes import ROOT, assert_no_processes, run_t0, semiactive
 
 # A cluster run and a Spark job: about a minute, several when the 2-core
 # machine is loaded (other suites' clusters).
@@ -64,7 +64,7 @@ def test_the_report_agrees_with_the_runs_own_report(
         assert got["overhead"] == pytest.approx(b["overhead"])
 
     # node-1 (never killed: one series) sends select-1 -> select-2.
-    t0 = json.loads((run_dir / "cluster.json").read_text())["t0_unix"]
+    t0 = run_t0(run_dir)
     edge = "select-1->select-2"
     samples = read_samples(run_dir / "telemetry" / "edges-node-1.jsonl", t0, edge)
     by_hand = {k: rate for k, rate, _ in per_second(samples, 10)}
