@@ -223,12 +223,17 @@ class Translator:
         if isinstance(spec, plan.PartitionWindow):
             keys = [self._key(stream, key) for key in window.keys]
             self._need_order(stream, keys, window)
+            bound = spec.closed_range_ms
+            # The last N rows within the range: the same rows as those of the last N
+            # that are within it (both are the newest rows of the partition).
+            in_range = "" if bound is None else f" AND _ts >= :t - {bound}"
             sql = (
                 f"SELECT {names} FROM (SELECT {names}, ROW_NUMBER() OVER (PARTITION BY "
                 f"{', '.join(f'c{k}' for k in keys)} ORDER BY _pos DESC) AS _rn FROM {table} "
-                f"WHERE _ts <= :t) WHERE _rn <= {spec.rows}"
+                f"WHERE _ts <= :t{in_range}) WHERE _rn <= {spec.rows}"
             )
-            return Relation(stream.cols, sql, frozenset(stamps))
+            leave = set() if bound is None else {s + bound + 1 for s in stamps}
+            return Relation(stream.cols, sql, frozenset(stamps | leave))
         raise NotCovered(f"window {window.text}")
 
     @staticmethod

@@ -380,7 +380,7 @@ class _Binder:
         spec = window.spec
         if isinstance(spec, plan.PartitionWindow):
             names = {alias} | ({item.name} if isinstance(item, ast.FromName) else set())
-            spec = plan.PartitionWindow(self._partition_keys(window, columns, names), spec.rows)
+            spec = replace(spec, keys=self._partition_keys(window, columns, names))
         return _FromItem(plan.Window(plan.Schema(columns), plan.Kind.RELATION, node, spec), columns, False)
 
     def _assign(self, item: ast.FromAssign, context: _Context) -> _FromItem:

@@ -33,7 +33,9 @@ def with_bounds(tree: T, bounds: WindowBounds) -> T:
 
 
 def _half_open(node: Any) -> Any:
-    if isinstance(node, plan.RangeWindow):
+    if isinstance(node, plan.RangeWindow) or (
+        isinstance(node, plan.PartitionWindow) and node.range_ms is not None
+    ):
         return dataclasses.replace(node, half_open=True)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         changes = {}

@@ -134,7 +134,10 @@ def format_window(spec: plan.WindowSpec, input_schema: plan.Schema) -> str:
         slide = f" Slide {spec.slide}" if spec.slide != 1 else ""
         return f"[Rows {spec.rows}{slide}]"
     keys = ", ".join(_column_name(input_schema, k) for k in spec.keys)
-    return f"[Partition By {keys} Rows {spec.rows}]"
+    if spec.range_ms is None:
+        return f"[Partition By {keys} Rows {spec.rows}]"
+    bounds = ", half-open" if spec.half_open else ""
+    return f"[Partition By {keys} Rows {spec.rows} Range {format_duration(spec.range_ms)}{bounds}]"
 
 
 def _short(node: plan.PlanNode) -> str:

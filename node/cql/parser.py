@@ -371,9 +371,10 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
         return self._window(meta, spec)
 
     def partition_window(self, meta: Any, children: list[Any]) -> ast.WindowAst:
-        _, *keys, rows = children
+        _, *keys, rows, range_ = children
         self._at_least_one(rows, "window row count")
-        return self._window(meta, plan.PartitionWindow((), self._int(rows)), keys=tuple(keys))
+        range_ms = None if range_ is None else range_[0]
+        return self._window(meta, plan.PartitionWindow((), self._int(rows), range_ms), keys=tuple(keys))
 
     def _at_least_one(self, token: Token, what: str) -> None:
         if self._int(token) < 1:

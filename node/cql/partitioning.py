@@ -246,11 +246,16 @@ def _window(node: plan.Window, child: _Dist, query: str) -> _Dist:
         if not child.key or not set(child.key) <= set(spec.keys):
             have = "no known key" if not child.key else f"key {_columns(names, child.key)}"
             raise PartitioningError(
-                f"query {query}: [Partition By {by} Rows {spec.rows}] over a stream partitioned with "
+                f"query {query}: {_partition_text(by, spec)} over a stream partitioned with "
                 f"{have}; every partition key column must be a Partition By column, so that each "
                 "window partition is in one stage partition"
             )
     return _Dist(True, child.key)
+
+
+def _partition_text(by: str, spec: plan.PartitionWindow) -> str:
+    range_ = "" if spec.range_ms is None else f" Range {spec.range_ms} ms"
+    return f"[Partition By {by} Rows {spec.rows}{range_}]"
 
 
 def _aggregate(node: plan.Aggregate, child: _Dist, query: str) -> _Dist:

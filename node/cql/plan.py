@@ -255,10 +255,23 @@ class RowsWindow:
 
 @dataclass(frozen=True)
 class PartitionWindow:
-    """``[Partition By a, b Rows N]``: the last N tuples of every partition."""
+    """``[Partition By a, b Rows N]``: the last N tuples of every partition.
+    ``[Partition By a, b Rows N Range T]`` (Oracle CQL): of those, only the
+    ones a ``[Range T]`` would still hold (``range_ms``; ``half_open`` as in
+    :class:`RangeWindow`), so that a partition whose key stopped arriving
+    empties and its state is dropped."""
 
     keys: tuple[int, ...]  # column positions in the stream's schema
     rows: int
+    range_ms: int | None = None
+    half_open: bool = False
+
+    @property
+    def closed_range_ms(self) -> int | None:
+        """T of the closed range that holds the same tuples (None: no range)."""
+        if self.range_ms is None:
+            return None
+        return self.range_ms - 1 if self.half_open and self.range_ms > 0 else self.range_ms
 
 
 WindowSpec = NowWindow | RangeWindow | UnboundedWindow | RowsWindow | PartitionWindow

@@ -50,7 +50,7 @@ def _lasting(node: plan.PlanNode) -> str | None:
         spec = node.spec
         if isinstance(spec, plan.UnboundedWindow):
             return "[Range Unbounded]"
-        if isinstance(spec, plan.PartitionWindow):
+        if isinstance(spec, plan.PartitionWindow) and spec.range_ms is None:
             keys = ", ".join(node.child.schema.names[k] for k in spec.keys)
             return f"[Partition By {keys} Rows {spec.rows}]"
     if isinstance(node, plan.Scan) and node.kind is plan.Kind.RELATION:

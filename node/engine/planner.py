@@ -42,6 +42,7 @@ from node.engine.operators.partition_aggregate import fusable as partition_fusab
 from node.engine.operators.relational import DistinctOp, ExceptOp, ProjectOp, SelectOp, UnionOp
 from node.engine.operators.streaming import DelayOp, ScanOp, ToStreamOp
 from node.engine.operators.windows import (
+    PartitionRangeWindowOp,
     PartitionWindowOp,
     RangeWindowOp,
     RowsWindowOp,
@@ -351,7 +352,11 @@ class _Builder:
         if isinstance(spec, plan.RowsWindow):
             return RowsWindowOp(spec.rows, spec.slide, mono, f"[Rows {spec.rows} Slide {spec.slide}]")
         if isinstance(spec, plan.PartitionWindow):
-            return PartitionWindowOp(spec.keys, spec.rows, width, mono, f"[Partition Rows {spec.rows}]")
+            life = spec.closed_range_ms
+            if life is None:
+                return PartitionWindowOp(spec.keys, spec.rows, width, mono, f"[Partition Rows {spec.rows}]")
+            label = f"[Partition Rows {spec.rows} Range {life}]"
+            return PartitionRangeWindowOp(spec.keys, spec.rows, life, width, mono, label)
         raise TypeError(f"unknown window {spec!r}")
 
     def _join(

@@ -99,6 +99,13 @@ CASES: list[tuple[str, str, dict[str, Rows], int, list[tuple[Any, ...]]]] = [
         [(1, 1, 5), (1, 2, 7), (2, 1, 3), (4, 2, 1)],
     ),
     (
+        "partition range",
+        S + "DSTREAM(SELECT k, v FROM S [Partition By k Rows 2 Range 1])",
+        {"S": SV},
+        6,
+        [(3, 1, 5), (3, 2, 7), (4, 1, 3), (6, 2, 1)],
+    ),
+    (
         "arithmetic and NULL",
         S + "SELECT v / 2 AS h, v % 3 AS r, 10 / (k - 1) AS z, v * 1.5 AS f FROM S "
         "WHERE NOT (v < 2 OR 10 / (k - 1) > 5)",
@@ -312,6 +319,9 @@ WINDOWS = st.sampled_from(
         "[Rows 1 Slide 3]",
         "[Partition By k Rows 1]",
         "[Partition By k Rows 2]",
+        "[Partition By k Rows 1 Range 2]",
+        "[Partition By k Rows 3 Range 0]",
+        "[Partition By k Rows 2 Range 3]",
     ]
 )
 # A partition on two keys, per stream.

@@ -263,6 +263,8 @@ def test_delay_after_a_bare_select() -> None:
         ("[Rows 3]", plan.RowsWindow(3, 1)),
         ("[Rows 10 Slide 5]", plan.RowsWindow(10, 5)),
         ("[Partition By a, b Rows 2]", plan.PartitionWindow((), 2)),
+        ("[Partition By a Rows 1 Range 2 minutes]", plan.PartitionWindow((), 1, 120_000)),
+        ("[Partition By a Rows 3 Range 0]", plan.PartitionWindow((), 3, 0)),
     ],
 )
 def test_windows(text: str, spec: plan.WindowSpec) -> None:

@@ -107,6 +107,24 @@ def test_partition_window() -> None:
     assert run(KV + agg, {"S": rows}) == [(1, 1, 1), (2, 2, 3), (3, 3, 6), (4, 3, 9)]
 
 
+def test_partition_window_with_range_expires_and_drops_partitions() -> None:
+    rows = [(1, "a", 1), (2, "b", 2), (3, "a", 3), (4, "a", 4), (9, "b", 5)]
+    q = "DSTREAM(SELECT k, v FROM S [Partition By k Rows 2 Range 2])"
+    # a:1 is in at 1..3 and leaves at 4, pushed out by a:4 and expiring at the
+    # same instant; b:2 leaves at 5 (Range), a:3 at 6, a:4 at 7, b:5 at 12.
+    assert run(KV + q, {"S": rows}, end=13) == [
+        (4, "a", 1),
+        (5, "b", 2),
+        (6, "a", 3),
+        (7, "a", 4),
+        (12, "b", 5),
+    ]
+    # Rows 1 Range 3: a:1 at 1..2 (pushed out at 3), b:2 at 2..5, a:3 at 3,
+    # a:4 at 4..7, b:5 at 9..12; an empty relation's COUNT has no row.
+    counts = "DSTREAM(SELECT COUNT(*) AS n FROM S [Partition By k Rows 1 Range 3])"
+    assert run(KV + counts, {"S": rows}, end=13) == [(2, 1), (6, 2), (8, 1), (13, 1)]
+
+
 # -- relational operators ----------------------------------------------------------------
 
 

@@ -41,11 +41,12 @@ REGISTER QUERY x AS RSTREAM(SELECT k FROM s [Range 4] EXCEPT SELECT k FROM s [Ra
 REGISTER QUERY jn AS ISTREAM(SELECT s.k, v * price AS cost FROM s [Now], p WHERE s.k = p.k)
 REGISTER QUERY un AS DSTREAM(SELECT k FROM s [Range Unbounded] WHERE v > 3 UNION SELECT k FROM p)
 REGISTER QUERY pw AS ISTREAM(SELECT k, v FROM s [Partition By k Rows 2] WHERE f > 0)
+REGISTER QUERY pr AS DSTREAM(SELECT k, v FROM s [Partition By k Rows 2 Range 3])
 REGISTER QUERY mm AS RSTREAM(SELECT k, MIN(f) AS lo, MAX(v) AS hi FROM s [Range 5 Slide 2] GROUP BY k)
 """
 """The operators the other programs leave out: DISTINCT, EXCEPT, a join
-with a relation input, UNION of relations, a plain partition window,
-sliding range windows and MIN/MAX heaps."""
+with a relation input, UNION of relations, plain partition windows (one
+with a Range), sliding range windows and MIN/MAX heaps."""
 
 
 def _relational(rnd: random.Random) -> dict[str, list[Element]]:

@@ -225,6 +225,14 @@ REFUSED: list[tuple[str, str, Keys, dict[str, Rows], str]] = [
         "recursive programs are not partitioned",
     ),
     (
+        "partition window with a range by another column",
+        "REGISTER STREAM P (id integer, val integer);\n"
+        "DSTREAM(SELECT id, val FROM P [Partition By val Rows 1 Range 5])",
+        {"P": ("id",)},
+        {"P": [(1, A, 1), (2, B, 1)]},
+        "[Partition By val Rows 1 Range 5 ms] over a stream partitioned with key id",
+    ),
+    (
         "assign",
         CAMERAS,
         {"Interest": ("user",), "Cam1": ("frame",)},
@@ -284,6 +292,13 @@ ACCEPTED: list[tuple[str, str, Keys, dict[str, Rows]]] = [
         "ISTREAM(SELECT id, AVG(val) AS m FROM P [Partition By id Rows 2] GROUP BY id)",
         {"P": ("id",)},
         {"P": _stream(40, 2, 4)},
+    ),
+    (
+        "partition window with a range by the key",
+        "REGISTER STREAM P (id integer, val integer);\n"
+        "DSTREAM(SELECT id, val FROM P [Partition By id Rows 2 Range 3])",
+        {"P": ("id",)},
+        {"P": _stream(40, 2, 12)},
     ),
     (
         "partition window by the key over a derived stream",

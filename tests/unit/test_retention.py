@@ -23,6 +23,8 @@ def test_bounded_windows_keep_nothing_for_ever() -> None:
         "REGISTER QUERY c AS ISTREAM(SELECT * FROM a, b [Now] WHERE a.k = b.k)\n"
     )
     assert _lasting(queries, "c") == []
+    timed = "REGISTER QUERY d AS SELECT k, v FROM s [Partition By k Rows 2 Range 1 minute]\n"
+    assert _lasting(timed, "d") == []
 
 
 def test_unbounded_partition_windows_and_input_relations_are_named_once_with_their_query() -> None:

@@ -15,6 +15,7 @@ from node.engine.elements import Element
 from node.engine.operators.base import OldestHead, Operator
 from node.engine.operators.partition_aggregate import PartitionAggregateOp
 from node.engine.operators.windows import (
+    PartitionRangeWindowOp,
     PartitionWindowOp,
     RangeWindowOp,
     RowsWindowOp,
@@ -73,6 +74,31 @@ def test_partition_operators_report_the_scanned_low(seed: int, rows: int) -> Non
         assert aggregate.state_low() == _scan(aggregate.parts)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("monotone", [True, False])
+def test_a_partition_range_window_holds_only_keys_seen_within_its_range(seed: int, monotone: bool) -> None:
+    """What it holds at t_hi: of each key, the last 2 rows with ts >= t_hi - 5;
+    a key with none has no partition at all."""
+    window = PartitionRangeWindowOp([0], 2, 5, width=2, monotone=monotone)
+    seen: list[Element] = []
+    for t_hi, batch in enumerate(_batches(seed, keys=30, monotone=monotone), start=1):
+        window.process([batch], t_hi)
+        seen += batch
+        expected: dict[object, list[Element]] = {}
+        for e in seen:
+            if e[0] >= t_hi - 5:
+                expected.setdefault(e[3], []).append(e)
+        assert {k[0]: list(part) for k, part in window.parts.items()} == {
+            k: rows[-2:] for k, rows in expected.items()
+        }
+        held = _held(window)
+        low = window.state_low()
+        if monotone:
+            assert low == _scan(window.parts)
+        elif held:
+            assert low is not None and low <= min(held)
+
+
 def _held(op: Operator) -> list[int]:
     if isinstance(op, PartitionWindowOp | PartitionAggregateOp):
         return [e[1] for part in op.parts.values() for e in part]
@@ -87,6 +113,7 @@ def _non_monotone_windows() -> list[Operator]:
     total = plan.AggCall(plan.AggFunc.SUM, plan.ColRef(integer, 1), integer)
     return [
         PartitionWindowOp([0], 2, width=2, monotone=False),
+        PartitionRangeWindowOp([0], 2, 9, width=2, monotone=False),
         PartitionAggregateOp(3, [plan.ColRef(integer, 0)], [total], monotone=False),
         PartitionAggregateOp(1, [plan.ColRef(integer, 0)], [total], monotone=False),
         RangeWindowOp(7, width=2, monotone=False),

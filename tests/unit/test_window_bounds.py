@@ -48,6 +48,13 @@ def test_a_sliding_window_takes_the_same_bound(executor: str) -> None:
     assert _leaves("[Range 10 Slide 5]", "half-open", executor) == 10
 
 
+@pytest.mark.parametrize("executor", ["dts", "interpreted", "hb"])
+def test_a_partition_window_with_a_range_takes_the_same_bound(executor: str) -> None:
+    window = "[Partition By v Rows 2 Range 30 seconds]"
+    assert _leaves(window, "closed", executor) == 30_001
+    assert _leaves(window, "half-open", executor) == 30_000
+
+
 def test_now_and_unbounded_windows_do_not_change() -> None:
     for bounds in ("closed", "half-open"):
         assert _leaves("[Now]", bounds, "dts") == 1  # type: ignore[arg-type]
@@ -57,6 +64,10 @@ def test_query_check_says_which_bounds() -> None:
     text = PROGRAM.format(window="[Range 30 seconds]")
     assert "[Range 30 seconds]" in explain(compile_program(text))
     assert "[Range 30 seconds, half-open]" in explain(compile_program(text, window_bounds="half-open"))
+    text = PROGRAM.format(window="[Partition By v Rows 2 Range 30 seconds]")
+    assert "[Partition By v Rows 2 Range 30 seconds]" in explain(compile_program(text))
+    half_open = explain(compile_program(text, window_bounds="half-open"))
+    assert "[Partition By v Rows 2 Range 30 seconds, half-open]" in half_open
 
 
 def test_the_cluster_setting_compiles_every_stage_and_refuses_other_values(tmp_path: Path) -> None:
@@ -77,7 +88,9 @@ def test_the_cluster_setting_compiles_every_stage_and_refuses_other_values(tmp_p
     assert "c.yaml:1" in str(caught.value) and "window_bounds" in str(caught.value)
 
 
-@pytest.mark.parametrize("window", ["[Range 3]", "[Range 4 Slide 3]", "[Range 1]"])
+@pytest.mark.parametrize(
+    "window", ["[Range 3]", "[Range 4 Slide 3]", "[Range 1]", "[Partition By k Rows 2 Range 3]"]
+)
 def test_the_oracle_agrees_under_half_open_bounds(window: str) -> None:
     text = (
         "REGISTER STREAM S (k integer, v integer)\n"

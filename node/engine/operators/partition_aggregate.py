@@ -65,10 +65,12 @@ for k, old in changed.items():
 
 def fusable(node: plan.Aggregate) -> bool:
     """An aggregate grouping by exactly the partition keys (same columns,
-    same order) of the partition window it reads."""
+    same order) of the partition window (without a Range) it reads."""
     window = plan.resolve(node.child)
     if not isinstance(window, plan.Window) or not isinstance(window.spec, plan.PartitionWindow):
         return False
+    if window.spec.range_ms is not None:
+        return False  # partitions that expire: the window runs on its own
     keys = [x.index if isinstance(x, plan.ColRef) else None for x in node.group_by]
     return keys == list(window.spec.keys)
 

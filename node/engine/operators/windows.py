@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from node.engine import expressions
 from node.engine.elements import VALUES, Element
@@ -270,7 +270,7 @@ class PartitionWindowOp(Operator):
     """``[Partition By keys Rows N]``: the last N tuples of each partition
     (``keys`` are column positions); a generated loop."""
 
-    STATE = ("parts", "_oldest", "_low")
+    STATE: ClassVar[tuple[str, ...]] = ("parts", "_oldest", "_low")
 
     def __init__(self, keys: Sequence[int], rows: int, width: int, monotone: bool, label: str = "") -> None:
         super().__init__(label)
@@ -294,3 +294,80 @@ class PartitionWindowOp(Operator):
         if self.monotone:
             return self._oldest.low(self.parts)
         return self._low.value(lambda: (e for part in self.parts.values() for e in part))
+
+
+_PARTITION_RANGE = """
+def process(self, batch, t_hi):
+    parts = self.parts
+    get = parts.get
+    arrivals = self.arrivals
+    out = []
+    append = out.append
+    for e in batch:
+        ts = e[0]
+        while arrivals and arrivals[0][0] + {life} <= ts:
+            s, k = arrivals.popleft()
+            part = get(k)
+            if part is not None:
+                while part and part[0][0] <= s:
+                    o = part.popleft()
+                    append({expire})
+                if not part:
+                    del parts[k]
+        k = {key}
+        part = get(k)
+        if part is None:
+            part = parts[k] = deque()
+        part.append(e)
+        arrivals.append((ts, k))
+        append(e)
+        if len(part) > {rows}:
+            o = part.popleft()
+            append({delete})
+    while arrivals and arrivals[0][0] + {life} <= t_hi:
+        s, k = arrivals.popleft()
+        part = get(k)
+        if part is not None:
+            while part and part[0][0] <= s:
+                o = part.popleft()
+                append({expire})
+            if not part:
+                del parts[k]
+    return out
+"""
+
+
+class PartitionRangeWindowOp(PartitionWindowOp):
+    """``[Partition By keys Rows N Range T]``: the last N tuples of each
+    partition, each for at most T + 1 instants (it leaves at ts + T + 1 as
+    in ``[Range T]``, or earlier when N newer ones of its partition came).
+    ``arrivals`` holds ``(ts, key)`` in arrival order, so expiry costs no
+    scan of the partitions; an entry whose tuple was already pushed out by
+    newer ones finds nothing older than its ts left and does nothing. A
+    partition left empty is dropped: the state holds only keys seen within
+    the last T, not every key ever seen."""
+
+    STATE = ("parts", "arrivals", "_oldest", "_low")
+
+    timed = True
+
+    def __init__(
+        self, keys: Sequence[int], rows: int, range_ms: int, width: int, monotone: bool, label: str = ""
+    ) -> None:
+        super().__init__(keys, rows, width, monotone, label)
+        self.range_ms = range_ms
+        self.arrivals: deque[tuple[int, Any]] = deque()
+        key = "(" + "".join(f"e[{VALUES + k}], " for k in keys) + ")"
+        source = _PARTITION_RANGE.format(
+            key=key,
+            rows=rows,
+            life=range_ms + 1,
+            delete=expressions.element_source("o", width, ts="e[0]", sign="-1"),
+            expire=expressions.element_source("o", width, ts=f"o[0] + {range_ms + 1}", sign="-1"),
+        )
+        namespace: dict[str, Any] = {"deque": deque}
+        exec(source, namespace)  # noqa: S102
+        self._process = namespace["process"]
+
+    def next_fire(self) -> int | None:
+        return int(self.arrivals[0][0]) + self.range_ms + 1 if self.arrivals else None
