@@ -85,11 +85,12 @@ class Engine:
         *,
         max_slice_ms: int | None = None,
         fuse: bool = True,
+        panes: bool = True,
         lineage: bool = False,
         compiled: bool = True,
     ) -> None:
         self.program = program
-        physical = planner.build(program, fuse=fuse)
+        physical = planner.build(program, fuse=fuse, panes=panes)
         self.operators = physical.operators
         self.scans = physical.scans
         names = list(outputs) if outputs else [program.last_query]

@@ -91,12 +91,13 @@ def generation_error(program: plan.Program, query: str, cause: BaseException) ->
     )
 
 
-def build(program: plan.Program, *, fuse: bool = True) -> PhysicalPlan:
+def build(program: plan.Program, *, fuse: bool = True, panes: bool = True) -> PhysicalPlan:
     """The operators of ``program``; ``fuse=False`` skips the rewrites
-    (fusion, shared operators): the reference tests compare them with.
+    (fusion, shared operators): the reference tests compare them with;
+    ``panes=False`` only the pane aggregate (a benchmark's baseline).
     Raises :class:`CqlError` for a query whose code cannot be generated."""
     with recursion_headroom():
-        builder = _Builder(program, fuse)
+        builder = _Builder(program, fuse, panes)
         queries: dict[str, Operator] = {}
         for name, root in program.queries.items():
             try:
@@ -234,8 +235,9 @@ class _Builder:
     """Creates one operator per plan node, registering it before linking its
     children so that a cycle finds the operator already made."""
 
-    def __init__(self, program: plan.Program, fuse: bool) -> None:
+    def __init__(self, program: plan.Program, fuse: bool, panes: bool = True) -> None:
         self.fuse = fuse
+        self.panes = panes
         self.uses = _count_uses(program)
         self.operators: list[Operator] = []
         self.scans: dict[str, ScanOp] = {}
@@ -302,7 +304,7 @@ class _Builder:
                 and lineage_monotone(window.child)
             ):
                 return WindowAggregateOp(window.spec, node.aggregates, label), [window.child]
-            if self.fuse and pane_fusable(node) and self._private(window):
+            if self.fuse and self.panes and pane_fusable(node) and self._private(window):
                 assert isinstance(window, plan.Window) and isinstance(window.spec, plan.RangeWindow)
                 spec = window.spec
                 panes = PaneAggregateOp(

@@ -79,6 +79,17 @@ def test_fused_output_is_the_unfused_element_for_element(query: str) -> None:
         assert _run(fused, rows, 1 + seed * 7, random.Random(seed)) == expected
 
 
+def test_panes_off_keeps_the_other_rewrites_and_the_result() -> None:
+    """``panes=False`` (a benchmark's baseline) drops only the pane aggregate."""
+    query = FUSED[0]
+    rows = _rows(5)
+    engine = Engine(compile_program(S + "REGISTER QUERY q AS " + query), ["q"], panes=False)
+    assert not any(isinstance(op, PaneAggregateOp) for op in engine.operators)
+    assert _run(engine, rows, 3, random.Random(5)) == _run(
+        _engine(query, fuse=True), rows, 1, random.Random(5)
+    )
+
+
 @pytest.mark.parametrize("query", NOT_FUSED)
 def test_min_max_float_sums_and_unslid_windows_are_not_fused(query: str) -> None:
     engine = _engine(query, fuse=True)
