@@ -100,7 +100,7 @@ def test_a_partition_range_window_holds_only_keys_seen_within_its_range(seed: in
 
 
 def _held(op: Operator) -> list[int]:
-    if isinstance(op, PartitionWindowOp | PartitionAggregateOp):
+    if isinstance(op, PartitionWindowOp | PartitionRangeWindowOp | PartitionAggregateOp):
         return [e[1] for part in op.parts.values() for e in part]
     if isinstance(op, SlidingRangeWindowOp):
         return [e[1] for q in (op.waiting, op.active) for _, e in q]

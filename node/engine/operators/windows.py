@@ -306,7 +306,7 @@ def process(self, batch, t_hi):
     for e in batch:
         ts = e[0]
         while arrivals and arrivals[0][0] + {life} <= ts:
-            s, k = arrivals.popleft()
+            s, k, _ = arrivals.popleft()
             part = get(k)
             if part is not None:
                 while part and part[0][0] <= s:
@@ -319,13 +319,13 @@ def process(self, batch, t_hi):
         if part is None:
             part = parts[k] = deque()
         part.append(e)
-        arrivals.append((ts, k))
+        arrivals.append((ts, k, e[1]))
         append(e)
         if len(part) > {rows}:
             o = part.popleft()
             append({delete})
     while arrivals and arrivals[0][0] + {life} <= t_hi:
-        s, k = arrivals.popleft()
+        s, k, _ = arrivals.popleft()
         part = get(k)
         if part is not None:
             while part and part[0][0] <= s:
@@ -337,26 +337,33 @@ def process(self, batch, t_hi):
 """
 
 
-class PartitionRangeWindowOp(PartitionWindowOp):
+class PartitionRangeWindowOp(Operator):
     """``[Partition By keys Rows N Range T]``: the last N tuples of each
     partition, each for at most T + 1 instants (it leaves at ts + T + 1 as
     in ``[Range T]``, or earlier when N newer ones of its partition came).
-    ``arrivals`` holds ``(ts, key)`` in arrival order, so expiry costs no
-    scan of the partitions; an entry whose tuple was already pushed out by
-    newer ones finds nothing older than its ts left and does nothing. A
-    partition left empty is dropped: the state holds only keys seen within
-    the last T, not every key ever seen."""
+    ``arrivals`` holds ``(ts, key, lineage)`` in arrival order, so expiry
+    costs no scan of the partitions; an entry whose tuple was already pushed
+    out by newer ones finds nothing older than its ts left and does nothing.
+    A partition left empty is dropped: the state holds only keys seen within
+    the last T, not every key ever seen. Over a monotone input the oldest
+    lineage held is that of the first arrival still in its partition (the
+    partitions' heads leave every instant here, so :class:`OldestHead`
+    would rescan them all)."""
 
-    STATE = ("parts", "arrivals", "_oldest", "_low")
+    STATE = ("parts", "arrivals", "_low")
 
     timed = True
 
     def __init__(
         self, keys: Sequence[int], rows: int, range_ms: int, width: int, monotone: bool, label: str = ""
     ) -> None:
-        super().__init__(keys, rows, width, monotone, label)
+        super().__init__(label)
+        self.rows = rows
         self.range_ms = range_ms
-        self.arrivals: deque[tuple[int, Any]] = deque()
+        self.monotone = monotone
+        self.parts: dict[Any, deque[Element]] = {}
+        self.arrivals: deque[tuple[int, Any, int]] = deque()
+        self._low = LowBound()
         key = "(" + "".join(f"e[{VALUES + k}], " for k in keys) + ")"
         source = _PARTITION_RANGE.format(
             key=key,
@@ -369,5 +376,23 @@ class PartitionRangeWindowOp(PartitionWindowOp):
         exec(source, namespace)  # noqa: S102
         self._process = namespace["process"]
 
+    def process(self, inputs: Sequence[list[Element]], t_hi: int) -> list[Element]:
+        if not self.monotone:
+            self._low.arrived(inputs[0])
+        return self._process(self, inputs[0], t_hi)  # type: ignore[no-any-return]
+
     def next_fire(self) -> int | None:
         return int(self.arrivals[0][0]) + self.range_ms + 1 if self.arrivals else None
+
+    def state_low(self) -> int | None:
+        if not self.monotone:
+            return self._low.value(lambda: (e for part in self.parts.values() for e in part))
+        arrivals, parts = self.arrivals, self.parts
+        while arrivals:
+            _, key, lineage = arrivals[0]
+            part = parts.get(key)
+            if part and part[0][1] == lineage:
+                return int(lineage)
+            # Pushed out: its expiry would find nothing to remove.
+            arrivals.popleft()
+        return None
