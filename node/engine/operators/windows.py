@@ -303,9 +303,9 @@ def process(self, batch, t_hi):
     arrivals = self.arrivals
     out = []
     append = out.append
-    for e in batch:
-        ts = e[0]
-        while arrivals and arrivals[0][0] + {life} <= ts:
+    for e in (*batch, None):
+        now = t_hi if e is None else e[0]
+        while arrivals and arrivals[0][0] + {life} <= now:
             s, k, _ = arrivals.popleft()
             part = get(k)
             if part is not None:
@@ -314,26 +314,18 @@ def process(self, batch, t_hi):
                     append({expire})
                 if not part:
                     del parts[k]
+        if e is None:
+            return out
         k = {key}
         part = get(k)
         if part is None:
             part = parts[k] = deque()
         part.append(e)
-        arrivals.append((ts, k, e[1]))
+        arrivals.append((now, k, e[1]))
         append(e)
         if len(part) > {rows}:
             o = part.popleft()
             append({delete})
-    while arrivals and arrivals[0][0] + {life} <= t_hi:
-        s, k, _ = arrivals.popleft()
-        part = get(k)
-        if part is not None:
-            while part and part[0][0] <= s:
-                o = part.popleft()
-                append({expire})
-            if not part:
-                del parts[k]
-    return out
 """
 
 
