@@ -7,7 +7,8 @@ generator's data (CSV files as ``bench/linear_road.py convert`` writes them).
 Feeds expressway ``--xway``'s rows in order, one second of data per
 advance, and at each ``--at`` second: captures the state (time, bytes),
 captures it again in a forked child as a node daemon does (how long the
-parent stops for the fork, and until the bytes are in), decodes and
+parent stops for the fork, until the bytes are in, and the parent's event
+loop's longest stall meanwhile), decodes and
 restores it into a fresh engine (time), and checks that the
 restored engine then answers the next 30 s exactly as the original (and
 prints both engines' processing time for them: a restored state should cost
@@ -32,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ha.resync import StateBytes
 from node.cql import compile_program
 from node.engine import state
 from node.engine.elements import Element
@@ -80,17 +82,23 @@ class Fed:
         return out
 
 
-def _forked(engine: Engine) -> tuple[float, float, bytes | BaseException]:
+def _forked(engine: Engine) -> tuple[float, float, float, StateBytes | BaseException]:
     """A capture in a forked child: seconds the caller is stopped (the
-    fork), seconds until the bytes are in, and the bytes."""
+    fork), seconds until the bytes are in, the event loop's longest stall
+    after the fork (reading the bytes in: a node's heartbeats and rows wait
+    that long), and the bytes."""
 
-    async def capture() -> tuple[float, float, bytes | BaseException]:
-        done: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+    async def capture() -> tuple[float, float, float, StateBytes | BaseException]:
+        done: asyncio.Future[StateBytes | BaseException] = asyncio.get_running_loop().create_future()
         started = time.perf_counter()
         ForkedCapture()(engine, done.set_result)
         paused = time.perf_counter() - started
-        result = await done
-        return paused, time.perf_counter() - started, result
+        stall, tick = 0.0, time.perf_counter()
+        while not done.done():
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            stall, tick = max(stall, now - tick), now
+        return paused, time.perf_counter() - started, stall, done.result()
 
     return asyncio.run(capture())
 
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     restored: dict[int, Fed] = {}  # by the second of their snapshot: compared for 30 s after it
     busy_at: dict[int, float] = {}  # the original's processing time at each snapshot
     second = 0
-    print("data s      rows  replay s  state MB  capture s  fork ms  forked s  restore s")
+    print("data s      rows  replay s  state MB  capture s  fork ms  forked s  stall ms  restore s")
     for name, element in elements(args.directory, args.xway):
         while element[0] >= (second + 1) * 1000:
             second += 1
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 data = state.capture(original.engine)
                 capture_s = time.perf_counter() - started
-                paused_s, forked_s, forked = _forked(original.engine)
+                paused_s, forked_s, stall_s, forked = _forked(original.engine)
                 assert forked == data, forked
                 started = time.perf_counter()
                 fresh = Engine(program, ["XOut"], lineage=True)
@@ -154,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                 busy_at[second] = original.busy_s
                 print(
                     f"{second:6d} {element[1] - 1:9d} {original.busy_s:9.1f} {len(data) / 1e6:9.1f} "
-                    f"{capture_s:10.2f} {paused_s * 1000:8.1f} {forked_s:9.2f} {restore_s:10.2f}",
+                    f"{capture_s:10.2f} {paused_s * 1000:8.1f} {forked_s:9.2f} {stall_s * 1000:9.1f} "
+                    f"{restore_s:10.2f}",
                     flush=True,
                 )
             if not marks and not restored:

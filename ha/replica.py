@@ -24,7 +24,7 @@ import enum
 from collections.abc import Callable, Mapping
 
 from ha.output_log import UNBOUNDED, OutputLog
-from ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateSnapshot
+from ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateBytes, StateSnapshot
 from ha.stage import HaMode, StageSpec
 from node.codec import RowCodec
 from node.engine import state
@@ -56,7 +56,7 @@ def batch_size(mode: HaMode, configured: int) -> int:
 #: bytes, or the error that stopped it, to the callback: at once, or later
 #: (the node daemon captures in a forked child so that its event loop runs
 #: on while a large state is written).
-StateCapture = Callable[[Engine, Callable[[bytes | BaseException], None]], None]
+StateCapture = Callable[[Engine, Callable[[StateBytes | BaseException], None]], None]
 
 
 class CaptureLost(RuntimeError):
@@ -66,7 +66,7 @@ class CaptureLost(RuntimeError):
     is the state's (one the codec refuses) and fails the replica."""
 
 
-def capture_now(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+def capture_now(engine: Engine, done: Callable[[StateBytes | BaseException], None]) -> None:
     done(state.capture(engine))
 
 
@@ -332,7 +332,7 @@ class StageReplica:
             assert isinstance(self.operator, OperatorSection)
             self.capture(self.operator.engine, lambda result: self._captured(token, position, result))
 
-    def _captured(self, token: int, position: int, result: bytes | BaseException) -> None:
+    def _captured(self, token: int, position: int, result: StateBytes | BaseException) -> None:
         """Capture ``token`` (of the state after ``position``) ended. A
         replica rebuilt meanwhile has other snapshots: it is ignored then."""
         if self.capturing != (token, position):

@@ -21,6 +21,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+#: A state's bytes. A bytearray where they were put together piece by piece
+#: (read from a capture's pipe, or from a peer's chunks): handed on as they
+#: are, since copying a state of hundreds of MB into a ``bytes`` would stop
+#: the node's event loop for as long as the copy takes.
+StateBytes = bytes | bytearray
+
 
 @dataclass(frozen=True)
 class StateSnapshot:
@@ -31,7 +37,7 @@ class StateSnapshot:
     the whole run can move on."""
 
     position: int
-    data: bytes
+    data: StateBytes
 
 
 @dataclass(frozen=True)

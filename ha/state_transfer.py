@@ -77,7 +77,7 @@ class StateAssembler:
         self._buffer += chunk.data
         if len(self._buffer) < self._total:
             return None
-        state = StateSnapshot(chunk.position, bytes(self._buffer))
+        state = StateSnapshot(chunk.position, self._buffer)
         self._position, self._buffer = None, bytearray()
         self.complete[state.position] = state
         while len(self.complete) > KEEP_STATES:

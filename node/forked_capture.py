@@ -32,6 +32,7 @@ import struct
 from collections.abc import Callable
 
 from ha.replica import CaptureLost
+from ha.resync import StateBytes
 from node.engine import state
 from node.engine.engine import Engine
 
@@ -63,7 +64,7 @@ class ForkedCapture:
         self.readers: dict[int, _PipeReader] = {}  # by child pid
         self.timeout_s = timeout_s
 
-    def __call__(self, engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+    def __call__(self, engine: Engine, done: Callable[[StateBytes | BaseException], None]) -> None:
         read_fd, write_fd = os.pipe()
         parent = os.getpid()
         # Every object alive now leaves the cyclic collector's reach: the
@@ -128,7 +129,7 @@ def _child(engine: Engine, fd: int, parent: int) -> None:  # pragma: no cover - 
 
 class _PipeReader:
     def __init__(
-        self, capture: ForkedCapture, pid: int, fd: int, done: Callable[[bytes | BaseException], None]
+        self, capture: ForkedCapture, pid: int, fd: int, done: Callable[[StateBytes | BaseException], None]
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.capture = capture
@@ -136,7 +137,10 @@ class _PipeReader:
         self.fd = fd
         self.done = done
         self.header = b""
-        self.chunks: list[bytes] = []
+        # Grown in place (a large bytearray is extended by remapping, not
+        # copied) and handed on as it is: joining the chunks at the end
+        # would copy the whole state at once, on the event loop.
+        self.data = bytearray()
         self.deadline: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
@@ -169,16 +173,14 @@ class _PipeReader:
             if len(self.header) < _LENGTH.size:
                 need = _LENGTH.size - len(self.header)
                 self.header, chunk = self.header + chunk[:need], chunk[need:]
-            if chunk:
-                self.chunks.append(chunk)
+            self.data += chunk
             return
         self.stop()
         code = self.capture.reap(self.pid)
-        data = b"".join(self.chunks)
-        self.chunks = []
+        data, self.data = self.data, bytearray()
         self.done(self._result(data, code))
 
-    def _result(self, data: bytes, code: int | None) -> bytes | BaseException:
+    def _result(self, data: bytearray, code: int | None) -> StateBytes | BaseException:
         # The length says whether the child wrote all of it, also when its
         # exit status went to another waiter.
         if len(self.header) == _LENGTH.size and code in (0, None):

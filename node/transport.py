@@ -25,7 +25,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from ha.output_log import OutputLog
-from ha.resync import ResyncPoint
+from ha.resync import ResyncPoint, StateSnapshot
 from ha.state_transfer import StateAssembler, chunks
 from node import clock
 from node.codec import CodecError, RowCodec
@@ -58,7 +58,7 @@ class FeedbackChannel:
 
     def __init__(self, context: grpc.aio.ServicerContext[pb.Frame, pb.Feedback]) -> None:
         self._context = context
-        self._queue: asyncio.Queue[pb.Feedback | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[pb.Feedback | StateSnapshot | None] = asyncio.Queue()
         self._task = asyncio.create_task(self._drain())
         self.closed = False
 
@@ -66,13 +66,24 @@ class FeedbackChannel:
         if not self.closed:
             self._queue.put_nowait(feedback)
 
+    def send_state(self, state: StateSnapshot) -> None:
+        """A state, as chunks cut one at a time as they are written: a
+        state of hundreds of MB cut up front would stop the event loop
+        for the copies and be held whole a second time, per stream."""
+        if not self.closed:
+            self._queue.put_nowait(state)
+
     async def _drain(self) -> None:
         while True:
             item = await self._queue.get()
             if item is None:
                 return
             try:
-                await self._context.write(item)
+                if isinstance(item, StateSnapshot):
+                    for chunk in chunks(item):
+                        await self._context.write(pb.Feedback(state=chunk_to_pb(chunk)))
+                else:
+                    await self._context.write(item)
             except Exception:  # the stream is gone; the reader notices too
                 self.closed = True
                 return

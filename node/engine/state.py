@@ -47,7 +47,7 @@ def capture(engine: Engine) -> bytes:
     )
 
 
-def restore(engine: Engine, data: bytes) -> None:
+def restore(engine: Engine, data: bytes | bytearray) -> None:
     """Give a freshly built engine (nothing pushed, never advanced) the state
     ``data`` holds. Raises :class:`StateFormatError` (and leaves the engine
     untouched) if ``data`` is not a state of this program."""

@@ -279,7 +279,7 @@ def encode_state(value: Any) -> bytes:
         return json.dumps(_Encoder().tree(value), separators=(",", ":"), allow_nan=True).encode()
 
 
-def decode_state(data: bytes) -> Any:
+def decode_state(data: bytes | bytearray) -> Any:
     """What :func:`encode_state` was given (equal, sharing preserved), or
     :class:`StateFormatError`."""
     try:

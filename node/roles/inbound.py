@@ -25,13 +25,13 @@ from typing import Protocol
 import grpc
 
 from ha.resync import ResyncPoint, StateSnapshot
-from ha.state_transfer import StateTransferError, chunks
+from ha.state_transfer import StateTransferError
 from ha.views import ViewTable
 from node.codec import CodecError, RowCodec
 from node.connections import elided_rows
 from node.engine.elements import Element
 from node.engine.state_codec import StateFormatError
-from node.messages import chunk_from_pb, chunk_to_pb, point_from_pb
+from node.messages import chunk_from_pb, point_from_pb
 from node.metrics import NodeMetrics
 from node.partitions import owned_flags
 from node.sections.input import RowOrderError, SeqGapError
@@ -277,8 +277,7 @@ class InboundEdgeSession:
                 stream.feedback.send(pb.Feedback(level0=pb.Level0(seq=seq)))
                 stream.level0_sent = seq
             if state is not None and state.position != stream.state_sent:
-                for chunk in chunks(state):
-                    stream.feedback.send(pb.Feedback(state=chunk_to_pb(chunk)))
+                stream.feedback.send_state(state)
                 stream.state_sent = state.position
             if level1 is not None and level1 != stream.level1_sent:
                 stream.feedback.send(pb.Feedback(level1=level1))

@@ -25,6 +25,7 @@ import yaml
 
 from coordinator.control import Coordinator, Liveness
 from ha.replica import capture_now
+from ha.resync import StateBytes
 from ha.views import StageView
 from node.engine.engine import Engine
 from semiactive import config
@@ -249,7 +250,7 @@ def test_a_replica_whose_operator_fails_exits_and_its_stage_fails_over(
     failed: list[int] = []
     original = capture_now
 
-    def capture(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+    def capture(engine: Engine, done: Callable[[StateBytes | BaseException], None]) -> None:
         if failed:
             original(engine, done)
         else:

@@ -12,6 +12,7 @@ import grpc
 from ha.views import ViewTable
 from node.codec import RowCodec
 from node.metrics import NodeMetrics
+from node.network import GRPC_OPTIONS
 from node.roles.inbound import InboundEdgeSession
 from node.roles.sink import SinkRole
 from node.sections.input import EdgeInput, InputSection
@@ -28,11 +29,11 @@ async def served_sink(
     metrics = NodeMetrics("n", edge.consumer, "sink")
     sink = SinkRole(edge.consumer, InputSection([EdgeInput(edge.id, edge.stream, 0, codec)]), metrics, None)
     session = InboundEdgeSession(edge, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=GRPC_OPTIONS)
     pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS)
     try:
         yield pb_grpc.DataPlaneStub(channel), session, sink, metrics
     finally:

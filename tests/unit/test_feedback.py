@@ -9,7 +9,9 @@ import asyncio
 
 import pytest
 
-from ha.resync import ResyncPoint
+from ha.resync import ResyncPoint, StateSnapshot
+from ha.state_transfer import CHUNK_BYTES, StateAssembler
+from node.messages import chunk_from_pb
 from node.messages import point_to_pb
 from tests.unit.sink_server import served_sink
 from tests.unit.test_input_order import CODEC, EDGE, hello, read
@@ -37,3 +39,27 @@ async def test_an_unchanged_acknowledgement_is_not_sent_again_on_a_stream() -> N
         session.ack(4, point, 1)
         got = [await read(second) for _ in range(2)]
         assert (got[0].level0.seq, got[1].level1.epoch) == (4, 1)
+
+
+async def test_a_state_goes_ahead_of_its_point_in_chunks_once_per_stream() -> None:
+    """The chunks are cut as the stream writes them (a Linear Road state of
+    hundreds of MB, cut up front on three streams, stopped a node for
+    seconds); the producer must still get them whole, in order, before the
+    point, and only once."""
+    data = bytearray(range(256)) * ((2 * CHUNK_BYTES + 1000) // 256)
+    state = StateSnapshot(41, data)
+    point = point_to_pb(ResyncPoint(45, 9, 42, {EDGE.id: 12}, ((), (2,)), 7))
+    point.state_position = 41
+    async with served_sink(EDGE, CODEC) as (stub, session, _, _):
+        call = stub.Push()
+        await call.write(hello("node-up"))
+        await read(call)  # welcome
+        session.ack(11, point, 0, state)
+        session.ack(11, point, 0, state)  # nothing new
+        got = [await read(call) for _ in range(5)]
+        assert [f.WhichOneof("body") for f in got] == ["level0", "state", "state", "state", "level1"]
+        assembler = StateAssembler()
+        whole = [assembler.add(chunk_from_pb(f.state)) for f in got[1:4]]
+        assert whole[:2] == [None, None] and whole[2] == state
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(call.read(), timeout=0.3)

@@ -21,6 +21,7 @@ import pytest
 
 from coordinator.supervision import process_state
 from ha.replica import CaptureLost
+from ha.resync import StateBytes
 from node.engine import state
 from node.engine.engine import Engine
 from node.forked_capture import ForkedCapture
@@ -40,8 +41,8 @@ def _running(pid: int) -> bool:
     return process_state(pid) not in (None, "Z")
 
 
-async def _capture(capture: ForkedCapture, engine: Engine) -> bytes | BaseException:
-    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+async def _capture(capture: ForkedCapture, engine: Engine) -> StateBytes | BaseException:
+    result: asyncio.Future[StateBytes | BaseException] = asyncio.get_running_loop().create_future()
     capture(engine, result.set_result)
     return await asyncio.wait_for(result, 30)
 
@@ -52,7 +53,7 @@ async def test_the_bytes_are_the_state_at_the_call_whatever_the_parent_does_next
     _step(engine, inputs, -1, 40)
     expected = state.capture(engine)
     capture = ForkedCapture()
-    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+    result: asyncio.Future[StateBytes | BaseException] = asyncio.get_running_loop().create_future()
     capture(engine, result.set_result)
     _step(engine, inputs, 40, 10_000)  # the parent runs on before the child has written
     assert state.capture(engine) != expected
@@ -75,10 +76,10 @@ async def test_a_child_that_fails_gives_an_error_and_leaves_the_parent_as_it_was
     assert await _capture(ForkedCapture(), engine) == expected
 
 
-async def _signalled(sig: signal.Signals, capture: ForkedCapture) -> tuple[int, bytes | BaseException]:
+async def _signalled(sig: signal.Signals, capture: ForkedCapture) -> tuple[int, StateBytes | BaseException]:
     """A capture whose child would run for a minute, sent ``sig`` at once:
     the child's pid and what the capture ended with."""
-    result: asyncio.Future[bytes | BaseException] = asyncio.get_running_loop().create_future()
+    result: asyncio.Future[StateBytes | BaseException] = asyncio.get_running_loop().create_future()
     capture(_engine(RELATIONAL), result.set_result)
     (pid,) = capture.readers
     os.kill(pid, sig)
@@ -113,7 +114,7 @@ async def test_closing_kills_a_capture_being_taken_and_drops_its_callback(
 ) -> None:
     monkeypatch.setattr(state, "capture", lambda engine: time.sleep(60))  # the child inherits it
     capture = ForkedCapture()
-    results: list[bytes | BaseException] = []
+    results: list[StateBytes | BaseException] = []
     capture(_engine(RELATIONAL), results.append)
     (pid,) = capture.readers
     assert _running(pid)
@@ -190,7 +191,7 @@ def test_captures_taken_during_grpc_calls_all_complete() -> None:
             for _ in range(60):
                 done = asyncio.get_running_loop().create_future()
                 capture(engine, done.set_result)
-                failed += not isinstance(await done, bytes)
+                failed += not isinstance(await done, bytearray)
             running = False
             await busy
             await channel.close()

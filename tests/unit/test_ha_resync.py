@@ -17,7 +17,7 @@ import pytest
 
 from ha.output_log import UNBOUNDED
 from ha.replica import CaptureLost, Mode, StageReplica
-from ha.resync import ResyncPoint
+from ha.resync import ResyncPoint, StateBytes
 from node.engine import state
 from node.engine.elements import Element
 from node.engine.state_codec import StateFormatError
@@ -166,7 +166,7 @@ class _DeferredCaptures:
         self.stage = topo.stages["stage-1"]
         self.edge, self.out = self.stage.inputs[0].id, self.stage.outputs[0].id
         self.rows = source_rows(rows, 3, per_ts=1)
-        self.taken: list[tuple[bytes, Callable[[bytes | BaseException], None]]] = []
+        self.taken: list[tuple[bytes, Callable[[StateBytes | BaseException], None]]] = []
         self.rep = replica(
             self.stage,
             snapshot_rows=100,

@@ -15,7 +15,7 @@ import pytest
 
 from ha.output_log import OutputLog
 from ha.replica import capture_now
-from ha.resync import ResyncPoint, StateSnapshot
+from ha.resync import ResyncPoint, StateBytes, StateSnapshot
 from node.engine.elements import Element
 from node.engine.engine import Engine
 from semiactive.wire import dataplane_pb2 as pb
@@ -150,7 +150,7 @@ def test_a_pressed_producer_presses_its_consumers_through_its_newest_state(tmp_p
     rows = source_rows(300, 3, per_ts=1)
     taking: list[Callable[[], None]] = []  # captures taken, not yet reported
 
-    def slow_capture(engine: Engine, done: Callable[[bytes | BaseException], None]) -> None:
+    def slow_capture(engine: Engine, done: Callable[[StateBytes | BaseException], None]) -> None:
         capture_now(engine, lambda result: taking.append(lambda: done(result)))
 
     def finish_captures() -> None:
