@@ -11,8 +11,8 @@ import pytest
 
 from ha.resync import ResyncPoint, StateSnapshot
 from ha.state_transfer import CHUNK_BYTES, StateAssembler
-from node.messages import chunk_from_pb
-from node.messages import point_to_pb
+from node.messages import chunk_from_pb, point_to_pb
+from tests.processes import bench_module
 from tests.unit.sink_server import served_sink
 from tests.unit.test_input_order import CODEC, EDGE, hello, read
 
@@ -63,3 +63,9 @@ async def test_a_state_goes_ahead_of_its_point_in_chunks_once_per_stream() -> No
         assert whole[:2] == [None, None] and whole[2] == state
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(call.read(), timeout=0.3)
+
+
+async def test_the_state_feedback_benchmark_runs() -> None:
+    """bench/state_feedback.py, small: every stream gets the point."""
+    ack_s, stall_s, total_s = await bench_module("state_feedback").measure(9, 2)
+    assert 0 <= ack_s <= total_s and 0 <= stall_s <= total_s
