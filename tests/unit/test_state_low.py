@@ -91,6 +91,8 @@ def test_a_partition_range_window_holds_only_keys_seen_within_its_range(seed: in
         assert {k[0]: list(part) for k, part in window.parts.items()} == {
             k: rows[-2:] for k, rows in expected.items()
         }
+        # One expiry entry per partition, however many rows came within the range.
+        assert sorted(entry[3] for entry in window.heads) == sorted(window.parts)
         held = _held(window)
         low = window.state_low()
         if monotone:
