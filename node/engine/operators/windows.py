@@ -402,7 +402,11 @@ class PartitionRangeWindowOp(Operator):
         heads, parts = self.heads, self.parts
         while heads:
             ts, lineage, _, key = heads[0]
-            head = parts[key][0]
+            part = parts.get(key)
+            if not part:  # never so here; a forged state must not stop the node
+                heapq.heappop(heads)
+                continue
+            head = part[0]
             if head[0] == ts and head[1] == lineage:
                 return int(lineage)
             # Stale: the partition's head is newer; its entry takes its place.
