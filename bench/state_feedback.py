@@ -5,7 +5,8 @@ it is hundreds of MB on three streams.
 
     python bench/state_feedback.py [--mb 250] [--streams 3]
 
-Serves one consumer's inbound edge over real gRPC on loopback, opens
+Serves one consumer's inbound edge over real gRPC on loopback (the data
+plane's unit tests' sink server), opens
 ``--streams`` data streams to it as producers would, acknowledges once with
 a point and a state of ``--mb`` MB, and prints how long ``ack`` took, the
 event loop's longest stall until every stream had the point, and the time
@@ -25,19 +26,12 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ha.resync import ResyncPoint, StateSnapshot
-from ha.views import ViewTable
 from node.codec import RowCodec
 from node.cql import plan
 from node.messages import point_to_pb
-from node.metrics import NodeMetrics
-from node.network import GRPC_OPTIONS
-from node.roles.inbound import InboundEdgeSession
-from node.roles.sink import SinkRole
-from node.sections.input import EdgeInput, InputSection
-from node.transport import DataPlaneServer
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
-from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.unit.sink_server import served_sink
 
 SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
 CODEC = RowCodec(SCHEMA, plan.Kind.STREAM)
@@ -47,16 +41,7 @@ EDGE = Edge("up", "down", "s", SCHEMA, plan.Kind.STREAM, 0)
 async def measure(megabytes: int, streams: int) -> tuple[float, float, float]:
     """Seconds ``ack`` took, the loop's longest stall, the time until every
     stream had the point."""
-    metrics = NodeMetrics("n", EDGE.consumer, "sink")
-    sink = SinkRole(EDGE.consumer, InputSection([EdgeInput(EDGE.id, EDGE.stream, 0, CODEC)]), metrics, None)
-    session = InboundEdgeSession(EDGE, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server(options=GRPC_OPTIONS)
-    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS)
-    try:
-        stub = pb_grpc.DataPlaneStub(channel)
+    async with served_sink(EDGE, CODEC) as (stub, session, _, _):
         calls = []
         for i in range(streams):
             call = stub.Push()
@@ -96,9 +81,6 @@ async def measure(megabytes: int, streams: int) -> tuple[float, float, float]:
         running = False
         await ticking
         return ack_s, stall, total_s
-    finally:
-        await channel.close()
-        await server.stop(0)
 
 
 def main(argv: list[str] | None = None) -> int:
