@@ -63,16 +63,37 @@ def pid_of(doc: dict[str, Any], node: str) -> int | None:
     return None
 
 
+EXEC_WAIT_S = 1.0
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments of live ``pid``, or None if it is gone or a zombie.
+
+    A process in the middle of exec reads as an empty command line: its
+    parent's ``Popen`` returns as soon as exec is past the point of no
+    return, before the kernel has placed the new arguments (a loaded 2-core
+    machine showed it for half of all fresh processes). So an empty one is
+    read again for up to ``EXEC_WAIT_S``; a kernel thread stays empty.
+    """
+    deadline = time.monotonic() + EXEC_WAIT_S
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        if process_state(pid) in (None, "Z"):
+            return None
+        if raw or time.monotonic() >= deadline:
+            return [a.decode(errors="replace") for a in raw.split(b"\0")]
+        time.sleep(0.005)
+
+
 def runs(pid: int, node: str) -> bool:
     """Whether ``pid`` is alive and is that node (or a launcher): a pid
     recycled by the kernel for another program must not be signalled."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+    args = command_line(pid)
+    if args is None:
         return False
-    if process_state(pid) in (None, "Z"):
-        return False
-    args = [a.decode(errors="replace") for a in cmdline]
     if node == LAUNCHER:
         return "cluster" in args and "up" in args
     if node == COORDINATOR:

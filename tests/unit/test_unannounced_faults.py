@@ -291,6 +291,24 @@ def test_the_nemesis_waits_as_long_as_a_live_launcher_starts_and_no_longer_for_n
         Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=0.2)
 
 
+def test_a_process_just_started_is_recognised_though_its_exec_is_not_finished() -> None:
+    """``Popen`` returns before the kernel has placed the new program's
+    arguments; read at once, /proc/PID/cmdline is often empty (CI saw the
+    nemesis call a live launcher gone). A kernel thread, always empty, is
+    not taken for one."""
+    for _ in range(40):
+        fresh = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "cluster", "up"])
+        try:
+            assert runs(fresh.pid, "launcher")
+        finally:
+            fresh.kill()
+            fresh.wait()
+    kthreadd = 2
+    started = time.monotonic()
+    assert not runs(kthreadd, "launcher")
+    assert time.monotonic() - started < 3
+
+
 def test_a_detection_just_before_the_launcher_saw_the_exit_belongs_to_it(tmp_path: Path) -> None:
     # node-4's connection broke at the kill and it detected at once; the
     # launcher, polling every 20 ms, saw the exit 1 ms later (a real run).
