@@ -70,8 +70,16 @@ def restore(engine: Engine, data: bytes | bytearray) -> None:
             if not _same_shape(getattr(op, name), value):
                 raise StateFormatError(f"the state snapshot of {op.label} has a malformed {name}")
             updates.append((op, name, value))
+    before = [(op, name, getattr(op, name)) for op, name, _ in updates]
     for op, name, value in updates:
         setattr(op, name, value)
+    try:
+        for op in engine.operators:
+            op.check_state()
+    except StateFormatError:
+        for op, name, value in before:
+            setattr(op, name, value)
+        raise
     engine.time = time
 
 

@@ -199,6 +199,39 @@ def test_a_malformed_snapshot_is_refused_and_the_engine_left_as_it_was(forge: An
     assert state.capture(engine) == fresh
 
 
+def _partition_range(snapshot: dict[str, Any]) -> list[Any]:
+    """The state (parts, heads, serial, _low) of the ``[Partition By k Rows 2
+    Range 3]`` window in a decoded snapshot of RELATIONAL."""
+    kinds = [kind for kind, _ in snapshot["operators"]]
+    return snapshot["state"][kinds.index("PartitionRangeWindowOp")]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda w: w[1].append((1, 1, 99, (7,))),  # an expiry entry without its partition
+        lambda w: w[1].pop(),  # a partition that never expires
+        lambda w: w[1].__setitem__(0, (1, 1)),
+        lambda w: w[1].__setitem__(0, (*w[1][0][:3], [w[1][0][3]])),  # an unhashable key
+        lambda w: next(iter(w[0].values())).append((1, 2)),  # a row of another width
+        lambda w: next(iter(w[0].values())).append(7),
+        lambda w: next(iter(w[0].values())).clear(),
+    ],
+)
+def test_a_partition_window_state_that_breaks_its_invariants_is_refused(forge: Any) -> None:
+    """Types alone do not make a state: the partition Range window indexes a
+    partition by its expiry entry's key and a row by its width."""
+    snapshot = decode_state(_snapshot_of(RELATIONAL))
+    window = _partition_range(snapshot)
+    assert window[0] and len(window[1]) == len(window[0])
+    forge(window)
+    engine = _engine(RELATIONAL, lineage=True)
+    fresh = state.capture(engine)
+    with pytest.raises(StateFormatError, match=r"\[Partition Rows 2 Range 3\]: "):
+        state.restore(engine, encode_state(snapshot))
+    assert state.capture(engine) == fresh
+
+
 def test_values_come_back_equal_with_types_order_and_sharing() -> None:
     shared: list[Any] = [1, 2]
     acc = MinMaxAcc(largest=True)

@@ -140,13 +140,3 @@ def test_the_bound_over_a_non_monotone_input_is_never_newer_and_catches_up(seed:
         # Between scans the bound stays where the last one left it; scans
         # come after as many arrivals as they visited, so it is exact often.
         assert exact_answers >= 20, op
-
-
-def test_an_expiry_entry_without_its_partition_is_dropped() -> None:
-    """Only a forged state holds one; it must not stop the node."""
-    window = PartitionRangeWindowOp([0], 2, 5, width=2, monotone=True)
-    window.heads.append((1, 1, 1, (7,)))
-    assert window.state_low() is None and not window.heads
-    window.heads.append((1, 1, 2, (7,)))
-    assert window.process([[(10, 2, 1, 3, 0)]], 10) == [(10, 2, 1, 3, 0)]
-    assert [entry[3] for entry in window.heads] == [(3,)]

@@ -74,6 +74,13 @@ class Operator:
         """Oldest input position (lineage) held in this operator's state."""
         return None
 
+    def check_state(self) -> None:
+        """Raise :class:`~node.engine.state_codec.StateFormatError` if the
+        state a snapshot just set breaks an invariant this operator's code
+        relies on (a rogue member's forged snapshot must be refused, not
+        crash the node later). Types are already checked; only operators
+        whose structures refer to each other need one."""
+
     def counters(self) -> tuple[int, ...]:
         return ()
 

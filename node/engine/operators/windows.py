@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from node.engine import expressions
 from node.engine.elements import VALUES, Element
 from node.engine.operators.base import LowBound, OldestHead, Operator
+from node.engine.state_codec import StateFormatError
 
 
 def _head_low(buf: deque[Element]) -> int | None:
@@ -366,6 +367,7 @@ class PartitionRangeWindowOp(Operator):
         super().__init__(label)
         self.rows = rows
         self.range_ms = range_ms
+        self.width = width
         self.monotone = monotone
         self.parts: dict[Any, deque[Element]] = {}
         self.heads: list[tuple[int, int, int, Any]] = []
@@ -396,17 +398,35 @@ class PartitionRangeWindowOp(Operator):
     def next_fire(self) -> int | None:
         return int(self.heads[0][0]) + self.range_ms + 1 if self.heads else None
 
+    def check_state(self) -> None:
+        """Each partition non-empty, of elements this operator's width, and
+        with exactly one expiry entry: ``state_low`` and ``process`` index
+        a partition by its entry's key and an element by its width."""
+        keys = []
+        for entry in self.heads:
+            if not (
+                type(entry) is tuple
+                and len(entry) == 4
+                and all(type(x) is int for x in entry[:3])
+                and type(entry[3]) is tuple
+            ):
+                raise StateFormatError(f"{self.label}: an expiry entry is not (ts, lineage, serial, key)")
+            keys.append(entry[3])
+        if len(keys) != len(self.parts) or set(keys) != set(self.parts):
+            raise StateFormatError(f"{self.label}: the expiry entries do not name the partitions held")
+        size = VALUES + self.width
+        for part in self.parts.values():
+            rows_fit = type(part) is deque and all(type(e) is tuple and len(e) == size for e in part)
+            if not (part and rows_fit):
+                raise StateFormatError(f"{self.label}: a partition is empty or holds malformed rows")
+
     def state_low(self) -> int | None:
         if not self.monotone:
             return self._low.value(lambda: (e for part in self.parts.values() for e in part))
         heads, parts = self.heads, self.parts
         while heads:
             ts, lineage, _, key = heads[0]
-            part = parts.get(key)
-            if not part:  # never so here; a forged state must not stop the node
-                heapq.heappop(heads)
-                continue
-            head = part[0]
+            head = parts[key][0]
             if head[0] == ts and head[1] == lineage:
                 return int(lineage)
             # Stale: the partition's head is newer; its entry takes its place.
