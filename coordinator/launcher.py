@@ -410,8 +410,13 @@ class Cluster:
             if p.role == COORDINATOR and p.popen is not None and p.alive:
                 p.popen.terminate()
             elif p.alive:
-                with contextlib.suppress(grpc.aio.AioRpcError):
+                try:
                     await self.control(p.name).Stop(cpb.StopRequest(exit=True, now=True), timeout=1)
+                except grpc.aio.AioRpcError:
+                    # A restarted node's channel may still be backing off
+                    # from the dead one: SIGTERM is the same stop.
+                    if p.popen is not None:
+                        p.popen.terminate()
         deadline = time.monotonic() + 5
         while any(p.alive for p in self.processes.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

@@ -10,12 +10,17 @@ so that absurdly nested input is an error at its position, not a crash.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import hashlib
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
+import lark
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
@@ -39,17 +44,48 @@ _MAX_DIGITS = 40
 _TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
 
 
+_OPTIONS: dict[str, Any] = {
+    "parser": "lalr",
+    # Keywords are reserved everywhere (a contextual lexer would read a
+    # misplaced keyword as an identifier and report a confusing error).
+    "lexer": "basic",
+    "propagate_positions": True,
+    "maybe_placeholders": True,
+}
+
+
 @functools.cache
 def _lark() -> Lark:
-    return Lark(
-        (Path(__file__).parent / "grammar.lark").read_text(),
-        parser="lalr",
-        # Keywords are reserved everywhere (a contextual lexer would read a
-        # misplaced keyword as an identifier and report a confusing error).
-        lexer="basic",
-        propagate_positions=True,
-        maybe_placeholders=True,
+    """The parser. Building its LALR tables costs 0.2 s of CPU in every
+    process that parses (each node of a cluster compiles the topology's
+    queries at start), so the built parser is kept in the user's cache
+    directory under a name that digests everything it was built from."""
+    grammar = (Path(__file__).parent / "grammar.lark").read_text()
+    cached = _cache_file(grammar)
+    if cached is not None and cached.exists():
+        # A damaged cache, whatever its damage, is built again.
+        with contextlib.suppress(Exception), cached.open("rb") as f:
+            return Lark.load(f)
+    parser = Lark(grammar, **_OPTIONS)
+    if cached is not None:
+        with contextlib.suppress(OSError):
+            cached.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Written aside and renamed: the nodes of a cluster start at once.
+            part = cached.with_name(f"{cached.name}.{os.getpid()}")
+            with part.open("wb") as f:
+                parser.save(f)
+            os.replace(part, cached)
+    return parser
+
+
+def _cache_file(grammar: str) -> Path | None:
+    root = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.expanduser("~/.cache") if "HOME" in os.environ else ""
     )
+    if not root:
+        return None
+    key = f"{grammar}\n{sorted(_OPTIONS.items())}\n{lark.__version__}\n{sys.version_info[:2]}"
+    return Path(root) / "semiactive" / f"cql-parser-{hashlib.sha256(key.encode()).hexdigest()[:16]}.lark"
 
 
 def parse(text: str, file: str = "<query>") -> ast.Program:
