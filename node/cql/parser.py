@@ -56,7 +56,7 @@ _OPTIONS: dict[str, Any] = {
 
 @functools.cache
 def _lark() -> Lark:
-    """The parser. Building its LALR tables costs 0.2 s of CPU in every
+    """The parser. Building its LALR tables costs 0.07 s of CPU in every
     process that parses (each node of a cluster compiles the topology's
     queries at start), so the built parser is kept in the user's cache
     directory under a name that digests everything it was built from."""
