@@ -413,8 +413,9 @@ class Cluster:
                 try:
                     await self.control(p.name).Stop(cpb.StopRequest(exit=True, now=True), timeout=1)
                 except grpc.aio.AioRpcError:
-                    # A restarted node's channel may still be backing off
-                    # from the dead one: SIGTERM is the same stop.
+                    # A node restarted just before the end may not listen
+                    # yet (refused): SIGTERM is the same stop. The shutdown
+                    # used to wait 5 s for it, then SIGKILL it.
                     if p.popen is not None:
                         p.popen.terminate()
         deadline = time.monotonic() + 5
