@@ -196,9 +196,15 @@ def _one_run(
             run_cluster(config_path, duration, run_dir, [], [], progress=False, report_to=reports)
         )
     finally:
-        if nemesis.poll() is None:
+        ended = nemesis.poll() is not None
+        if not ended:
             nemesis.terminate()  # resumes what it froze, then exits
         nemesis.wait(timeout=10)
+    if ended and nemesis.returncode != 0:
+        # Its faults were not injected: the run proved nothing.
+        said = (run_dir / "nemesis.log").read_text(errors="replace").strip()
+        print(f"the nemesis failed (exit {nemesis.returncode}): {said}", file=sys.stderr)
+        return code or 1
     return code
 
 

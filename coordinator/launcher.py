@@ -45,7 +45,7 @@ from coordinator.faults import Fault, parse_faults
 from coordinator.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from coordinator.ports import PortAllocator, port_in_use
 from coordinator.report import RunReport, analyse
-from coordinator.supervision import OBSERVE_INTERVAL_S, ProcessWatch
+from coordinator.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
 from coordinator.verify import check_run
 from node.cql import plan
 from node.events import EventLog
@@ -289,6 +289,9 @@ class Cluster:
             "programs": self.programs,
             "t0_unix": self.t0 or None,
             "launcher_pid": os.getpid(),
+            # The launcher is `cluster up`, or a campaign running its runs
+            # in-process: the nemesis knows it by its start, not its name.
+            "launcher_started": start_ticks(os.getpid()),
             "processes": [
                 {
                     "name": p.name,

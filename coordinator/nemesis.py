@@ -5,7 +5,9 @@ what ``cluster.json`` says (each process's name, pid and ports, the
 coordinator's among them, the run's start time t0, the launcher's pid). At each planned moment it reads the
 file again (a node restarted by the launcher has a new pid), checks that
 the pid still runs that node (``--name NODE`` in its command line, so that a
-recycled pid is never hit), and sends the signal. The launcher and the
+recycled pid is never hit; the launcher, which may be ``cluster up`` or a
+campaign running its runs in-process, by the start time it recorded), and
+sends the signal. The launcher and the
 coordinator are told nothing: they learn of a fault only by observing it,
 as they would of a crash, an OOM kill or a pulled cable.
 
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.faults import Fault, FaultKind, parse_fault_specs
-from coordinator.supervision import process_state
+from coordinator.supervision import process_state, start_ticks
 from node.events import EventLog
 from semiactive.config import ConfigError
 
@@ -88,14 +90,22 @@ def command_line(pid: int) -> list[str] | None:
         time.sleep(0.005)
 
 
-def runs(pid: int, node: str) -> bool:
-    """Whether ``pid`` is alive and is that node (or a launcher): a pid
-    recycled by the kernel for another program must not be signalled."""
+def launcher_started(doc: dict[str, Any]) -> int | None:
+    started = doc.get("launcher_started")
+    return started if isinstance(started, int) and not isinstance(started, bool) else None
+
+
+def runs(pid: int, node: str, started: int | None = None) -> bool:
+    """Whether ``pid`` is alive and is that node (or the launcher that
+    ``started`` then, see :func:`launcher_started`): a pid recycled by the
+    kernel for another program must not be signalled."""
     args = command_line(pid)
     if args is None:
         return False
     if node == LAUNCHER:
-        return "cluster" in args and "up" in args
+        if started is not None:
+            return start_ticks(pid) == started
+        return "cluster" in args and "up" in args  # a run that did not record its start
     if node == COORDINATOR:
         return "coordinator" in args and "--listen" in args
     return any(a == "--name" and b == node for a, b in itertools.pairwise(args))
@@ -123,7 +133,7 @@ class Nemesis:
             if doc is not None and isinstance(doc.get("t0_unix"), int | float):
                 return float(doc["t0_unix"])
             launcher = doc.get("launcher_pid") if doc is not None else None
-            if isinstance(launcher, int) and not runs(launcher, LAUNCHER):
+            if isinstance(launcher, int) and not runs(launcher, LAUNCHER, launcher_started(doc or {})):
                 raise NemesisError(
                     f"the run in {self.run_dir} ended before it started (its launcher is gone)"
                 )
@@ -147,7 +157,7 @@ class Nemesis:
         doc = read_cluster(self.run_dir) or {}
         pid = pid_of(doc, fault.node)
         record: dict[str, Any] = {"node": fault.node, "kind": fault.kind.value, "at": fault.at, "pid": pid}
-        if pid is None or not runs(pid, fault.node):
+        if pid is None or not runs(pid, fault.node, launcher_started(doc)):
             self._write({**record, "t": time.time(), "skipped": "not running"})
             return
         sig = signal.SIGKILL if fault.kind is FaultKind.KILL else signal.SIGSTOP

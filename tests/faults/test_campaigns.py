@@ -4,10 +4,12 @@ each: a few chaos runs and a reduced sweep."""
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
 
+from coordinator.nemesis import read_history
 from tests.faults.harness import AGGREGATE, SELECTION, protected_chain
 from tests.processes import assert_no_processes, semiactive
 
@@ -23,7 +25,13 @@ def test_chaos_runs_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     assert_no_processes(str(out))
     assert result.returncode == 0, result.stderr
     assert "lost: 0, duplicated: 0, wrong or out of order: 0" in result.stdout
-    assert "runs: 2" in result.stdout
+    # Every run plans at least one fault, injected by a separate nemesis (a
+    # nemesis that did not know the campaign as the launcher injected none).
+    injected = re.search(r"runs: 2 \(nemesis\), faults injected: (\d+), failed runs: 0", result.stdout)
+    assert injected is not None and int(injected[1]) >= 2, result.stdout
+    for run in ("run-0000", "run-0001"):
+        history = read_history(out / run)
+        assert history and not any("skipped" in r for r in history), history
 
 
 def test_sweep_writes_overhead_and_recovery_per_mode(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from coordinator.faults import Fault, FaultKind
 from coordinator.nemesis import Nemesis, NemesisError, read_history, runs
 from coordinator.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
 from coordinator.report import analyse
-from coordinator.supervision import ProcessWatch, process_state
+from coordinator.supervision import ProcessWatch, process_state, start_ticks
 from node.events import EventLog
 from semiactive import config, topology
 from semiactive.topology import Topology
@@ -289,6 +289,32 @@ def test_the_nemesis_waits_as_long_as_a_live_launcher_starts_and_no_longer_for_n
     (tmp_path / "cluster.json").unlink()
     with pytest.raises(NemesisError, match="no run in"):
         Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=0.2)
+
+
+def test_a_campaign_running_its_runs_in_process_is_known_as_the_launcher_by_its_start(tmp_path: Path) -> None:
+    """``chaos`` and ``experiment`` launch their runs in-process: the
+    launcher is not ``cluster up``. It is known by the start time the run
+    recorded; the same pid with another start (recycled) is not it."""
+    campaign = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "chaos"])
+    try:
+        started = start_ticks(campaign.pid)
+        assert started is not None
+        doc = {"t0_unix": None, "launcher_pid": campaign.pid, "launcher_started": started}
+        (tmp_path / "cluster.json").write_text(json.dumps(doc))
+        timer = threading.Timer(
+            0.5, lambda: (tmp_path / "cluster.json").write_text(json.dumps({**doc, "t0_unix": 99.0}))
+        )
+        timer.start()
+        assert Nemesis(tmp_path, [Fault("launcher", 0.0, FaultKind.KILL)]).wait_for_start(timeout=0.2) == 99.0
+        timer.join()
+        (tmp_path / "cluster.json").write_text(
+            json.dumps({**doc, "t0_unix": None, "launcher_started": started - 1})
+        )
+        with pytest.raises(NemesisError, match="ended before it started"):
+            Nemesis(tmp_path, [Fault("launcher", 0.0, FaultKind.KILL)]).wait_for_start(timeout=5)
+    finally:
+        campaign.kill()
+        campaign.wait()
 
 
 def test_a_process_just_started_is_recognised_though_its_exec_is_not_finished() -> None:
