@@ -213,6 +213,7 @@ def _partition_range(snapshot: dict[str, Any]) -> list[Any]:
         lambda w: w[1].pop(),  # a partition that never expires
         lambda w: w[1].__setitem__(0, (1, 1)),
         lambda w: w[1].__setitem__(0, (*w[1][0][:3], [w[1][0][3]])),  # an unhashable key
+        lambda w: w[1].__setitem__(0, (*w[1][0][:3], ([1],))),  # a key holding a list
         lambda w: next(iter(w[0].values())).append((1, 2)),  # a row of another width
         lambda w: next(iter(w[0].values())).append(7),
         lambda w: next(iter(w[0].values())).clear(),

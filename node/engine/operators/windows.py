@@ -412,7 +412,11 @@ class PartitionRangeWindowOp(Operator):
             ):
                 raise StateFormatError(f"{self.label}: an expiry entry is not (ts, lineage, serial, key)")
             keys.append(entry[3])
-        if len(keys) != len(self.parts) or set(keys) != set(self.parts):
+        try:
+            named = set(keys)
+        except TypeError:  # a key holding a list
+            raise StateFormatError(f"{self.label}: an expiry entry's key is not a row of values") from None
+        if len(keys) != len(self.parts) or named != set(self.parts):
             raise StateFormatError(f"{self.label}: the expiry entries do not name the partitions held")
         size = VALUES + self.width
         for part in self.parts.values():
