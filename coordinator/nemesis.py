@@ -99,12 +99,12 @@ def runs(pid: int, node: str, started: int | None = None) -> bool:
     """Whether ``pid`` is alive and is that node (or the launcher that
     ``started`` then, see :func:`launcher_started`): a pid recycled by the
     kernel for another program must not be signalled."""
+    if node == LAUNCHER and started is not None:
+        return process_state(pid) not in (None, "Z") and start_ticks(pid) == started
     args = command_line(pid)
     if args is None:
         return False
     if node == LAUNCHER:
-        if started is not None:
-            return start_ticks(pid) == started
         return "cluster" in args and "up" in args  # a run that did not record its start
     if node == COORDINATOR:
         return "coordinator" in args and "--listen" in args

@@ -62,8 +62,8 @@ def _lark() -> Lark:
     directory under a name that digests everything it was built from."""
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
     cached = _cache_file(grammar)
-    if cached is not None and cached.exists():
-        # A damaged cache, whatever its damage, is built again.
+    if cached is not None:
+        # Absent or damaged, whatever its damage: built again.
         with contextlib.suppress(Exception), cached.open("rb") as f:
             return Lark.load(f)
     parser = Lark(grammar, **_OPTIONS)
