@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.faults import Fault, FaultKind
-from coordinator.nemesis import Nemesis, NemesisError, read_history, runs
+from coordinator.nemesis import Nemesis, NemesisError, launcher_started, read_history, runs
 from coordinator.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
 from coordinator.report import analyse
 from coordinator.supervision import ProcessWatch, process_state, start_ticks
@@ -315,6 +315,12 @@ def test_a_campaign_running_its_runs_in_process_is_known_as_the_launcher_by_its_
     finally:
         campaign.kill()
         campaign.wait()
+
+
+@pytest.mark.parametrize("garbage", ["12", 1.5, True, None, [1], {"t": 1}])
+def test_a_launcher_start_that_is_not_an_integer_is_not_used(garbage: object) -> None:
+    assert launcher_started({"launcher_started": garbage}) is None
+    assert launcher_started({"launcher_started": 12}) == 12
 
 
 def test_a_process_just_started_is_recognised_though_its_exec_is_not_finished() -> None:
