@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy .
 
-# iperf3 loads the network of experiment 3 (coordinator/netlab.py): installed
+# iperf3 loads the network of experiment 3 (semiactive/launcher/netlab.py): installed
 # from Debian when missing and root; otherwise its tests skip, saying why.
 iperf3:
 	@command -v iperf3 >/dev/null || [ "$$(id -u)" != 0 ] || \
@@ -46,10 +46,10 @@ prometheus:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; }
 
-# The Grafana dashboards are code (coordinator/dashboards.py); this writes
+# The Grafana dashboards are code (deploy/grafana/dashboards.py); this writes
 # deploy/grafana/dashboards/*.json, which are committed.
 dashboards: $(STAMP)
-	$(PY) -m coordinator.dashboards
+	$(PY) deploy/grafana/dashboards.py
 
 # Java runs Spark (the report job, tests/*report*, tests/*spark*).
 java:

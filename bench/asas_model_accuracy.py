@@ -15,7 +15,7 @@ Method: the costs and n are measured as the coordinator measures them.
 While the run goes, this process polls the ``Status`` of the producer
 (node-1) and both replicas of the stage every 100 ms, from 1 s after the
 start until just before the kill, and feeds the replies to the
-coordinator's own measurement code (``coordinator.adaptive_backup``, one
+coordinator's own measurement code (``semiactive.coordinator.adaptive_backup``, one
 window spanning the whole polling period); its ``Measurements`` give
 S_time and R_ptime (the secondary's when it received batches, else the
 primary's: the machine that recovers) and the rows per Level-1 round n.
@@ -44,16 +44,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.adaptive_backup import AdaptiveBackup
-from coordinator.faults import Fault, FaultKind
-from coordinator.launcher import run_cluster
-from coordinator.report import RunReport
-from coordinator.verify import check_run
-from ha.cost_model import Measurements, estimated_recovery
-from ha.round_model import RoundModel
-from node.events import EventLog
-from node.tls import ADMIN, Security
 from semiactive import config, topology
+from semiactive.coordinator.adaptive_backup import AdaptiveBackup
+from semiactive.ha.cost_model import Measurements, estimated_recovery
+from semiactive.ha.round_model import RoundModel
+from semiactive.launcher.cluster import run_cluster
+from semiactive.launcher.faults import Fault, FaultKind
+from semiactive.launcher.measurements import RunReport
+from semiactive.oracle.verify import check_run
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.tls import ADMIN, Security
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 

@@ -36,8 +36,8 @@ def make_input(n: int, seed: int = 1) -> list[tuple[int, int, int]]:
 
 
 def run_semiactive(rows: list[tuple[int, int, int]], batch: int = 10_000) -> tuple[float, list[int]]:
-    from node.cql import compile_program
-    from node.engine.engine import Engine
+    from semiactive.node.cql import compile_program
+    from semiactive.node.engine.engine import Engine
 
     engine = Engine(compile_program(PROGRAM), ["agg"])
     elements = [(ts, i + 1, 1, ident, val) for i, (ts, ident, val) in enumerate(rows)]

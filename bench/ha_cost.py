@@ -26,9 +26,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.launcher import run_cluster
-from coordinator.verify import check_run
 from semiactive import config, topology
+from semiactive.launcher.cluster import run_cluster
+from semiactive.oracle.verify import check_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "paper-chain-ha.yaml"
 

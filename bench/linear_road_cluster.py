@@ -28,7 +28,7 @@ none is late; the L-rating is the largest L that passes at speed 1.
 
 The speed may change with the data's time: ``--speed 2.5,1200:1.6,3600:1``
 replays the first 1,200 s of data at 2.5x, up to 3,600 s at 1.6x and the
-rest in real time (``node.replay_clock``). Emit times then follow the same
+rest in real time (``semiactive.node.connectors.replay_clock``). Emit times then follow the same
 schedule, so a faster stretch only tightens the 5 s bound: a run that
 passes in real time from T on, faster before, passes in real time.
 """
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node.replay_clock import ReplayClock, parse_speed
+from semiactive.node.connectors.replay_clock import ReplayClock, parse_speed
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import linear_road as lr  # a sibling script, not a package

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from coordinator.mqo_experiment import CYCLE, UNIT, clustering_cost, write_data
+from semiactive.campaigns.mqo import CYCLE, UNIT, clustering_cost, write_data
 
 ROOT = Path(__file__).resolve().parents[1]
 # The peak resident memory of the run's own process (VmHWM starts afresh at

@@ -18,9 +18,9 @@ import random
 import statistics
 import time
 
-from placement.network import Network, load_network
-from placement.plan import Edge, Operator, OperatorPlan
-from placement.solve import METHODS, problem_for, solve
+from semiactive.placement.network import Network, load_network
+from semiactive.placement.plan import Edge, Operator, OperatorPlan
+from semiactive.placement.solve import METHODS, problem_for, solve
 
 
 def random_tree(rng: random.Random, net: Network, free: int) -> OperatorPlan:

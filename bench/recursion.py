@@ -68,12 +68,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.manifest import Campaign
-from node.cql import compile_program
-from node.cql.examples import fig7, fig7_open
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.heartbeat import HeartbeatEngine
+from semiactive.launcher.manifest import Campaign
+from semiactive.node.cql import compile_program
+from semiactive.node.cql.examples import fig7, fig7_open
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.heartbeat import HeartbeatEngine
 
 RUN_LIMITS = (10, 20, 100, 1000)
 SETTLE_MS = 5  # Fig. 7's loops settle within 3 ms of the last input
@@ -376,7 +376,9 @@ class EngineCampaign:
         suffix = "" if form == "recursive" else "-open"
         config = f"examples/fig7-{subqueries}{suffix}.cql"
         if not (ROOT / config).is_file():
-            config = f"node.cql.examples.{'fig7' if form == 'recursive' else 'fig7_open'}({subqueries})"
+            config = (
+                f"semiactive.node.cql.examples.{'fig7' if form == 'recursive' else 'fig7_open'}({subqueries})"
+            )
         self.campaign.add(run, config, params)
 
 

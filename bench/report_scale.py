@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analytics.standalone import local_cluster  # noqa: E402
+from semiactive.analytics.standalone import local_cluster  # noqa: E402
 
 SIZES = "1,50,100,150,200,250,300,350,400,450,500"
 MAKE = [

@@ -24,13 +24,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coordinator.control import Coordinator, Liveness
-from ha.resync import ResyncPoint
-from ha.views import StageView
-from node.roles.inbound import InboundEdgeSession
-from node.roles.sink import SinkRole
 from semiactive import config
-from semiactive.sim.campaign import run_seed
+from semiactive.coordinator.control import Coordinator, Liveness
+from semiactive.ha.resync import ResyncPoint
+from semiactive.ha.views import StageView
+from semiactive.node.service.roles.inbound import InboundEdgeSession
+from semiactive.node.service.roles.sink import SinkRole
+from semiactive.simulation.campaign import run_seed
 from semiactive.topology import resolve
 
 CONFIG = Path(__file__).resolve().parents[1] / "examples" / "sim-chain.yaml"

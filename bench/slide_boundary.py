@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from state_snapshot import PROGRAM, Fed, elements  # type: ignore[import-not-found]
 
-from node.cql import compile_program
-from node.engine.engine import Engine
-from node.engine.operators.pane_aggregate import PaneAggregateOp
+from semiactive.node.cql import compile_program
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.operators.pane_aggregate import PaneAggregateOp
 
 WINDOW_S = 300
 

@@ -26,10 +26,10 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ha.resync import ResyncPoint, StateSnapshot
-from node.codec import RowCodec
-from node.cql import plan
-from node.messages import point_to_pb
+from semiactive.ha.resync import ResyncPoint, StateSnapshot
+from semiactive.node.cql import plan
+from semiactive.node.sections.codec import RowCodec
+from semiactive.runtime.messages import point_to_pb
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
 from tests.unit.sink_server import served_sink

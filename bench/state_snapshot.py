@@ -33,13 +33,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ha.resync import StateBytes
-from node.cql import compile_program
-from node.engine import state
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.forked_capture import ForkedCapture
-from node.main import COLLECTOR_THRESHOLDS
+from semiactive.ha.resync import StateBytes
+from semiactive.node.cql import compile_program
+from semiactive.node.engine import state
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.service.forked_capture import ForkedCapture
+from semiactive.node.service.main import COLLECTOR_THRESHOLDS
 
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "linear-road" / "xway.cql"
 INPUTS = ("HistTolls", "PosReport", "ExpQuery")
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         "--collector",
         choices=("node", "python"),
         default="node",
-        help="the cyclic collector's thresholds: a node daemon's (node.main) or Python's default",
+        help="the cyclic collector's thresholds: a node daemon's (semiactive.node.service.main) "
+        "or Python's default",
     )
     args = parser.parse_args(argv)
     if args.collector == "node":

@@ -25,13 +25,13 @@ import math
 from collections import deque
 from typing import Any
 
-from ha.algorithm3 import Algorithm3Tuner
-from ha.cost_model import Costs, Measurements
-from ha.model_tuner import ModelTuner
-from ha.tuning import BatchSizeTuner, Decision, Priority
-from node import clock
-from node.events import EventLog
 from semiactive.config import HaConfig
+from semiactive.ha.algorithm3 import Algorithm3Tuner
+from semiactive.ha.cost_model import Costs, Measurements
+from semiactive.ha.model_tuner import ModelTuner
+from semiactive.ha.tuning import BatchSizeTuner, Decision, Priority
+from semiactive.runtime import clock
+from semiactive.runtime.events import EventLog
 from semiactive.topology import Edge, Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import coordinator_pb2 as cdpb

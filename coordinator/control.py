@@ -1,5 +1,5 @@
 """The coordinator's decisions (ha-protocol.md, Failover 5), from what the
-nodes report. No I/O: :mod:`coordinator.service` is the gRPC shell.
+nodes report. No I/O: :mod:`semiactive.coordinator.service` is the gRPC shell.
 
 Failover itself is decentralised: the secondary detects, takes over and
 broadcasts its view. The coordinator does what needs a global picture:
@@ -10,7 +10,7 @@ broadcasts its view. The coordinator does what needs a global picture:
   gets a spare as its new secondary, which bootstraps from its producers'
   retained logs (and takes over if the primary is gone too);
 - tune: for every edge into an ``asas`` stage, a batch-size tuner decides B
-  from the measurements the nodes report (:mod:`coordinator.adaptive_backup`).
+  from the measurements the nodes report (:mod:`semiactive.coordinator.adaptive_backup`).
 
 Everything it knows comes from the nodes' reports (role, stage, views) and
 from probes of nodes that stopped reporting: a port that refuses
@@ -27,14 +27,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from coordinator.adaptive_backup import AdaptiveBackup
-from coordinator.migration import Migrations
-from coordinator.replacement import NetworkMonitor, Replacer
-from ha.routing import initial_views
-from ha.views import StageView, ViewTable
-from node import authorization
-from node.events import EventLog
-from node.messages import view_from_pb
+from semiactive.coordinator.adaptive_backup import AdaptiveBackup
+from semiactive.coordinator.migration import Migrations
+from semiactive.coordinator.replacement import NetworkMonitor, Replacer
+from semiactive.ha.routing import initial_views
+from semiactive.ha.views import StageView, ViewTable
+from semiactive.runtime import authorization
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.messages import view_from_pb
 from semiactive.topology import Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import coordinator_pb2 as cdpb
@@ -152,7 +152,7 @@ class Coordinator:
         question, so it must not launder a view no one could have made. It
         takes the reporter's own takeover (a replica of the stage naming
         itself primary, one epoch on: what a node may announce to its peers,
-        :func:`node.authorization.may_change_view`), or a view two nodes
+        :func:`semiactive.runtime.authorization.may_change_view`), or a view two nodes
         hold (after a restart of the coordinator, or takeovers it missed).
         A member forging ``primary: itself, epoch: 2**63`` in its report is
         neither."""

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from placement.network import Network
+from semiactive.placement.network import Network
 
 if TYPE_CHECKING:
-    from coordinator.control import Coordinator
+    from semiactive.coordinator.control import Coordinator
 
 HISTORY = 600  # samples of u kept (5 minutes at the page's 0.5 s)
 EVENTS = 100

@@ -1,7 +1,7 @@
 """Prometheus metrics of the coordinator (docs/operations.md lists them).
 
 Read at scrape time from what ``semiactive status`` shows
-(:meth:`coordinator.control.Coordinator.cluster_state`): per stage its
+(:meth:`semiactive.coordinator.control.Coordinator.cluster_state`): per stage its
 primary, secondary, epoch and whether it is protected; per A-SAS edge the
 tuner's B, its estimates BW* and R* and their limits; per node its
 liveness. Re-protections are counted from the coordinator's events.
@@ -20,9 +20,9 @@ from prometheus_client import CollectorRegistry, Counter, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
-from coordinator.control import Coordinator, Liveness
-from node import clock
-from node.metrics import with_labels
+from semiactive.coordinator.control import Coordinator, Liveness
+from semiactive.runtime import clock
+from semiactive.runtime.metrics_endpoint import with_labels
 from semiactive.wire import coordinator_pb2 as cdpb
 
 NODE = "coordinator"

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ha.views import StageView
+from semiactive.ha.views import StageView
 
 if TYPE_CHECKING:
-    from coordinator.control import Coordinator
+    from semiactive.coordinator.control import Coordinator
 
 # A target with more received-but-unprocessed rows than this is not caught up.
 CAUGHT_UP_BACKLOG = 1000

@@ -23,14 +23,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from placement.plan import Edge, Operator, OperatorPlan
-from placement.problem import Problem
-from placement.solve import solve
+from semiactive.placement.plan import Edge, Operator, OperatorPlan
+from semiactive.placement.problem import Problem
+from semiactive.placement.solve import solve
 from semiactive.topology import SiteMap, Topology
 from semiactive.wire import control_pb2 as cpb
 
 if TYPE_CHECKING:
-    from coordinator.control import Coordinator
+    from semiactive.coordinator.control import Coordinator
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``semiactive coordinator``: the control plane as a process of its own.
 
-The gRPC shell around :class:`coordinator.control.Coordinator`: nodes push
+The gRPC shell around :class:`semiactive.coordinator.control.Coordinator`: nodes push
 their reports (``Report``), answered with the views they lack;
 ``semiactive status`` reads ``ClusterState``. Every report interval the
 service probes the ports of nodes that stopped reporting (refused: the
@@ -24,21 +24,21 @@ from pathlib import Path
 
 import grpc
 
-from coordinator.control import REPORT_INTERVAL_S, Coordinator
-from coordinator.live_view import LiveView
-from coordinator.metrics import CoordinatorMetrics
-from coordinator.web_server import WebServer
-from node import authorization, clock
-from node.events import EventLog
-from node.health import Health
-from node.main import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
-from node.messages import view_to_pb
-from node.metrics import serve_metrics
-from node.network import GrpcNetwork, Network
-from node.tls import COORDINATOR, caller, process_security
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
+from semiactive.coordinator.control import REPORT_INTERVAL_S, Coordinator
+from semiactive.coordinator.live_view import LiveView
+from semiactive.coordinator.metrics import CoordinatorMetrics
+from semiactive.coordinator.web_server import WebServer
+from semiactive.runtime import authorization, clock
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.health import Health
+from semiactive.runtime.messages import view_to_pb
+from semiactive.runtime.metrics_endpoint import serve_metrics
+from semiactive.runtime.network import GrpcNetwork, Network
+from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
+from semiactive.runtime.tls import COORDINATOR, caller, process_security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import coordinator_pb2 as cdpb

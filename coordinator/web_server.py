@@ -1,7 +1,7 @@
 """The coordinator's web page (seed 004's GUI): ``--http PORT``.
 
 Plain HTTP/1.1 on the coordinator's host, read-only: ``/`` is the page,
-``/state`` one JSON snapshot (:class:`coordinator.live_view.LiveView`),
+``/state`` one JSON snapshot (:class:`semiactive.coordinator.live_view.LiveView`),
 ``/events`` a Server-Sent Events stream of snapshots (every half second)
 and control events as they happen. Hardened like the metrics endpoint:
 GET and HEAD only, a bounded request head read within 10 s, at most
@@ -18,9 +18,9 @@ from collections import deque
 from importlib import resources
 from typing import Any
 
-from coordinator.live_view import LiveView
-from node import clock
-from node.metrics import bind
+from semiactive.coordinator.live_view import LiveView
+from semiactive.runtime import clock
+from semiactive.runtime.metrics_endpoint import bind
 
 log = logging.getLogger(__name__)
 

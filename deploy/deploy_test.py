@@ -345,8 +345,8 @@ def cluster_state(port: int, tls: Path) -> dict[str, Any] | None:
     import grpc
     from google.protobuf.json_format import MessageToDict
 
-    from coordinator.status import cluster_state as ask
-    from node.tls import ADMIN, Security
+    from semiactive.admin.status import cluster_state as ask
+    from semiactive.runtime.tls import ADMIN, Security
 
     try:
         state = asyncio.run(ask(f"127.0.0.1:{port}", Security.load(tls, ADMIN)))

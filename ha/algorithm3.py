@@ -14,7 +14,7 @@ over                   over                   for the priority  (lines 6-7):
 holds                  holds                  keep B            (lines 8-9)
 ====================  =====================  =================================
 
-"over" is strictly greater than the limit; equal holds (:class:`ha.tuning.Limits`).
+"over" is strictly greater than the limit; equal holds (:class:`semiactive.ha.tuning.Limits`).
 The pseudo-code writes ``<`` and ``>`` on both sides and so assigns no
 branch when a value equals its limit; the prose (5.1.2) defines the
 branches by "exceeds the limit", which makes the four cases exhaustive.
@@ -28,8 +28,15 @@ stream restarts the adjustment. There is no sticky "stopped" state.
 
 from __future__ import annotations
 
-from ha.cost_model import Measurements, estimated_bandwidth, estimated_recovery
-from ha.tuning import DEFAULT_MAX_BATCH_SIZE, Branch, Decision, Limits, Priority, check_batch_bounds
+from semiactive.ha.cost_model import Measurements, estimated_bandwidth, estimated_recovery
+from semiactive.ha.tuning import (
+    DEFAULT_MAX_BATCH_SIZE,
+    Branch,
+    Decision,
+    Limits,
+    Priority,
+    check_batch_bounds,
+)
 
 
 class Algorithm3Tuner:

@@ -3,7 +3,7 @@
 Algorithm 3 walks B by a fixed step and sees the effect of each step only
 once B_send has been re-measured under the new B. This tuner instead
 predicts BW(B) and R(B) for every candidate B with
-:class:`~ha.round_model.RoundModel` (rows per Level-1 round) and jumps to
+:class:`~semiactive.ha.round_model.RoundModel` (rows per Level-1 round) and jumps to
 the best one:
 
 - if some B is predicted to satisfy both limits, the one that leaves the
@@ -37,7 +37,7 @@ stretch is forgotten when the rows per round change by more than a factor
 of 2 (a new regime). Waiting for B to settle matters: right after a move,
 B_send still counts batches of the old B.
 
-Limits are inclusive, as for Algorithm 3 (:class:`ha.tuning.Limits`).
+Limits are inclusive, as for Algorithm 3 (:class:`semiactive.ha.tuning.Limits`).
 """
 
 from __future__ import annotations
@@ -45,9 +45,16 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ha.cost_model import Measurements, estimated_bandwidth
-from ha.round_model import RoundModel
-from ha.tuning import DEFAULT_MAX_BATCH_SIZE, Branch, Decision, Limits, Priority, check_batch_bounds
+from semiactive.ha.cost_model import Measurements, estimated_bandwidth
+from semiactive.ha.round_model import RoundModel
+from semiactive.ha.tuning import (
+    DEFAULT_MAX_BATCH_SIZE,
+    Branch,
+    Decision,
+    Limits,
+    Priority,
+    check_batch_bounds,
+)
 
 MAX_DELAY_SCALE = 4.0
 DELAY_SCALE_STEP = 1.1

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ha.resync import ResyncPoint
-from node.engine.elements import Element
+from semiactive.ha.resync import ResyncPoint
+from semiactive.node.engine.elements import Element
 
 UNBOUNDED = 2**62
 

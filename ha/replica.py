@@ -9,7 +9,7 @@ acknowledgements and flushed to them on takeover.
 
 A replica that lacks inputs its state depends on (a secondary after rows
 were dropped unsent, a fresh secondary, a new primary under UB) gets a
-:class:`~ha.resync.ResyncPoint` from its producer. It then rebuilds: empty
+:class:`~semiactive.ha.resync.ResyncPoint` from its producer. It then rebuilds: empty
 state, inputs from the point's cut, processing without emitting up to the
 point's position and time, the point's counters and output seq; from there
 it emits exactly what the primary emits.
@@ -23,17 +23,17 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 
-from ha.output_log import UNBOUNDED, OutputLog
-from ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateBytes, StateSnapshot
-from ha.stage import HaMode, StageSpec
-from node.codec import RowCodec
-from node.engine import state
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.state_codec import StateFormatError
-from node.sections.input import EdgeInput, InputSection
-from node.sections.mqo import MqoSection
-from node.sections.operator import CostSchedule, OperatorSection
+from semiactive.ha.output_log import UNBOUNDED, OutputLog
+from semiactive.ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateBytes, StateSnapshot
+from semiactive.ha.stage import HaMode, StageSpec
+from semiactive.node.engine import state
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.state_codec import StateFormatError
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import EdgeInput, InputSection
+from semiactive.node.sections.mqo import MqoSection
+from semiactive.node.sections.operator import CostSchedule, OperatorSection
 
 
 class Mode(enum.Enum):
@@ -52,7 +52,7 @@ def batch_size(mode: HaMode, configured: int) -> int:
     return UNBOUNDED
 
 
-#: Takes an engine's state (``node.engine.state.capture``) and hands the
+#: Takes an engine's state (``semiactive.node.engine.state.capture``) and hands the
 #: bytes, or the error that stopped it, to the callback: at once, or later
 #: (the node daemon captures in a forked child so that its event loop runs
 #: on while a large state is written).
@@ -167,7 +167,7 @@ class StageReplica:
 
     def resync(self, point: ResyncPoint) -> None:
         """Rebuild from ``point``. A state it carries that is not one of this
-        program raises :class:`~node.engine.state_codec.StateFormatError`,
+        program raises :class:`~semiactive.node.engine.state_codec.StateFormatError`,
         and the replica is left as it was."""
         before = (self.inputs, self.operator, self.snapshots, self.captured, self.capturing)
         self._build()

@@ -31,7 +31,7 @@ StateBytes = bytes | bytearray
 @dataclass(frozen=True)
 class StateSnapshot:
     """The operator state after input position ``position``, as the bytes of
-    ``node.engine.state.capture``. A point that carries one lets a rebuild
+    ``semiactive.node.engine.state.capture``. A point that carries one lets a rebuild
     start from its state with rows from ``position + 1`` on, however old the
     rows the state depends on: the cut of a program that keeps some row for
     the whole run can move on."""

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from ha.cost_model import Measurements, check_batch_size, check_measured
+from semiactive.ha.cost_model import Measurements, check_batch_size, check_measured
 
 
 def _integral_of_floor(x: float, batch_size: int) -> float:

@@ -8,9 +8,9 @@ its latest point to U's secondary. The node daemon routes by these rules.
 
 from __future__ import annotations
 
-from ha.replica import batch_size
-from ha.stage import EdgeSpec, StageGraph, StageSpec
-from ha.views import StageView, ViewTable
+from semiactive.ha.replica import batch_size
+from semiactive.ha.stage import EdgeSpec, StageGraph, StageSpec
+from semiactive.ha.views import StageView, ViewTable
 
 
 def initial_views(topology: StageGraph) -> ViewTable:

@@ -11,8 +11,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from mqo.stage import MqoStageSpec
-from node.cql import plan
+from semiactive.mqo.stage import MqoStageSpec
+from semiactive.node.cql import plan
 
 
 class HaMode(enum.StrEnum):

@@ -2,7 +2,7 @@
 gRPC message (an L=3 Linear Road partition's tolls table alone is tens of
 MB), so it travels as chunks ahead of the first point that refers to it.
 
-:func:`chunks` cuts a :class:`~ha.resync.StateSnapshot`;
+:func:`chunks` cuts a :class:`~semiactive.ha.resync.StateSnapshot`;
 :class:`StateAssembler` puts chunks from a peer back together, refusing
 anything but one state's chunks in order, and remembers the few latest
 complete states so that points can refer to them by position.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ha.resync import ResyncPoint, StateSnapshot
+from semiactive.ha.resync import ResyncPoint, StateSnapshot
 
 CHUNK_BYTES = 4 * 1024 * 1024
 #: Complete states an assembler keeps: the one the newest point refers to and

@@ -1,7 +1,7 @@
 """What every A-SAS batch-size tuner shares: limits, priority, decisions.
 
 A tuner is called once per optimisation interval (``interval_ms``) with
-fresh :class:`~ha.cost_model.Measurements` and answers with a
+fresh :class:`~semiactive.ha.cost_model.Measurements` and answers with a
 :class:`Decision`: the batch size B to use from now on and why. Tuners are
 pure: no clock, no I/O; the caller measures, calls and applies B.
 
@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from ha.cost_model import Measurements
+from semiactive.ha.cost_model import Measurements
 
 # Large enough to mean "UB" at any rate this engine runs (rows per Level-1
 # round stay far below it); a B above the output log's capacity could never

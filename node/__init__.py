@@ -1,10 +1,12 @@
-"""The node daemon: its input, operator and output sections, the query
-engine at the operator section's core, and the gRPC shell around them."""
+"""A node: the daemon that hosts one operator partition (stage replica).
 
-import os
-
-# A node forks to capture operator states (node/forked_capture.py). gRPC's
-# own fork handlers restart its pollers in the child, where they crash
-# (grpcio 1.85: 41 of 100 forks during RPCs); the child uses no gRPC,
-# so they are off. It must be set before grpc is first imported.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+- ``cql``: the continuous query language, parsed, bound and planned (pure);
+- ``engine``: the operators that execute a plan, with time splitting (pure);
+- ``sections``: the input section (merge, dedup, routing), operator
+  section (the engine on a stage's program) and MQO section, and the row
+  codec of the wire (pure);
+- ``connectors``: how rows enter and leave the system (files, generators,
+  JSON Lines);
+- ``service``: the daemon itself, the I/O shell: gRPC servers and senders,
+  the replica, source and sink roles, metrics, start-up (``semiactive node``).
+"""

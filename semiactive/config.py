@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from node.errors import UserError
+from semiactive.errors import UserError
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 # A registry source (kind: registry) carries MQO registrations: ``semiactive
@@ -358,7 +358,7 @@ class Endpoint(_Model):
 
 class ClusterConfig(_Model):
     name: Annotated[str, Field(pattern=NAME)] = "cluster"
-    # Debugging only: no TLS, no authentication (node/tls.py).
+    # Debugging only: no TLS, no authentication (semiactive/runtime/tls.py).
     insecure: bool = False
     heartbeat_ms: Annotated[int, Field(ge=10)] = 250
     failure_timeout_ms: Annotated[int | None, Field(ge=10)] = None

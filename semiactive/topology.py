@@ -20,20 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ha.stage import HaMode
-from mqo.clocks import ClockError, daily_clock, parse_clock
-from mqo.executor import Method, MqoError, SharedExecutor
-from mqo.query import parse_queries
-from mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
-from node.cql import CqlError, compile_program, parse, plan
-from node.cql import ast as cql_ast
-from node.cql.partitioning import PartitioningError, check_partitioning
-from node.cql.retention import lasting_state
-from node.engine.elements import VALUES, Element
-from node.partitions import InputRouting, PartitionSpec, key_positions
-from node.sources import wire_size
-from placement.network import Network, NetworkError, load_network
 from semiactive.config import ClusterConfig, ConfigError, LoadedConfig, SinkConfig, SourceConfig, StageConfig
+from semiactive.ha.stage import HaMode
+from semiactive.mqo.clocks import ClockError, daily_clock, parse_clock
+from semiactive.mqo.executor import Method, MqoError, SharedExecutor
+from semiactive.mqo.query import parse_queries
+from semiactive.mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
+from semiactive.node.cql import CqlError, compile_program, parse, plan
+from semiactive.node.cql import ast as cql_ast
+from semiactive.node.cql.partitioning import PartitioningError, check_partitioning
+from semiactive.node.cql.retention import lasting_state
+from semiactive.node.engine.elements import VALUES, Element
+from semiactive.node.sections.codec import wire_size
+from semiactive.node.sections.partitions import InputRouting, PartitionSpec, key_positions
+from semiactive.placement.network import Network, NetworkError, load_network
 
 _TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
 
@@ -60,7 +60,7 @@ class Edge:
     kind: plan.Kind
     index: int
     # The consumer is a partition of a partitioned stage: the producer
-    # routes this edge's rows (node/partitions.py).
+    # routes this edge's rows (node/sections/partitions.py).
     partition: PartitionSpec | None = field(default=None, compare=False)
 
     @property
@@ -110,7 +110,7 @@ class Stage:
     def replicas(self) -> list[str]:
         return [self.primary] + ([self.secondary] if self.secondary else [])
 
-    # What ha/ reads (ha.stage.StageSpec).
+    # What ha/ reads (semiactive.ha.stage.StageSpec).
 
     @property
     def ha_mode(self) -> HaMode:

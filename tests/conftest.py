@@ -13,7 +13,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
-    from analytics import report_job
+    from semiactive.analytics import report_job
 
     session = report_job.session("local[2]", app="semiactive-tests")
     yield session

@@ -37,8 +37,8 @@ def semiactive(
 def issue_tls(config_path: Path, directory: Path) -> Path:
     """Certificates for every identity of a config (as `certs init` makes),
     for tests that start nodes or a coordinator by hand."""
-    from coordinator.certificates import identities, issue_cluster
     from semiactive import config, topology
+    from semiactive.admin.certificates import identities, issue_cluster
 
     issue_cluster(directory, "test", identities(topology.resolve(config.load(config_path))))
     return directory
@@ -185,8 +185,16 @@ def bench_module(stem: str) -> ModuleType:
     """The benchmark script bench/STEM.py as the module ``stem``, loaded
     once (benchmarks are scripts, not a package; under its own name a
     script's ``import`` of a sibling finds it)."""
+    return script_module(ROOT / "bench" / f"{stem}.py")
+
+
+def script_module(path: Path) -> ModuleType:
+    """A script of the source tree (a benchmark, a build step such as
+    deploy/grafana/dashboards.py) as the module named by its stem, loaded
+    once."""
+    stem = path.stem
     if stem not in sys.modules:
-        spec = importlib.util.spec_from_file_location(stem, ROOT / "bench" / f"{stem}.py")
+        spec = importlib.util.spec_from_file_location(stem, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[stem] = module

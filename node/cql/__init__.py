@@ -1,4 +1,4 @@
-"""The CQL compiler front-end: CQL text -> logical plan (:mod:`node.cql.plan`).
+"""The CQL compiler front-end: CQL text -> logical plan (:mod:`semiactive.node.cql.plan`).
 
 ``compile_program`` parses (parser.py, grammar.lark), binds and type-checks
 (binder.py, exprs.py) and validates the delay rule for recursive programs
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from node.cql import plan
-from node.cql.binder import bind
-from node.cql.bounds import WindowBounds, with_bounds
-from node.cql.cycles import check_delays
-from node.cql.errors import CqlError
-from node.cql.explain import explain
-from node.cql.limits import recursion_headroom
-from node.cql.parser import parse
+from semiactive.node.cql import plan
+from semiactive.node.cql.binder import bind
+from semiactive.node.cql.bounds import WindowBounds, with_bounds
+from semiactive.node.cql.cycles import check_delays
+from semiactive.node.cql.errors import CqlError
+from semiactive.node.cql.explain import explain
+from semiactive.node.cql.limits import recursion_headroom
+from semiactive.node.cql.parser import parse
 
 __all__ = ["CqlError", "compile_program", "explain", "parse"]
 

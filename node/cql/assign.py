@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from node.cql import ast, plan
-from node.cql.errors import CqlError
+from semiactive.node.cql import ast, plan
+from semiactive.node.cql.errors import CqlError
 
 Error = Callable[[str, ast.Node], CqlError]
 RESERVED = ("ts", "seq", "op")  # binder.RESERVED, which imports this module

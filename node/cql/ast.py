@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from node.cql import plan
+from semiactive.node.cql import plan
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""AST -> logical plan (:mod:`node.cql.plan`): names, kinds, schemas, types.
+"""AST -> logical plan (:mod:`semiactive.node.cql.plan`): names, kinds, schemas, types.
 
 Queries may use queries registered later and may form cycles, so a query's
 schema can depend on its own. Binding therefore iterates to a fixpoint: each
@@ -17,10 +17,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from node.cql import ast, plan
-from node.cql.assign import bind_assign
-from node.cql.errors import CqlError
-from node.cql.exprs import ExprBinder, GroupedBinder, Scope, contains_aggregate
+from semiactive.node.cql import ast, plan
+from semiactive.node.cql.assign import bind_assign
+from semiactive.node.cql.errors import CqlError
+from semiactive.node.cql.exprs import ExprBinder, GroupedBinder, Scope, contains_aggregate
 
 
 class _Pending(Exception):

@@ -7,7 +7,7 @@ Linear Road, the two give different answers, so a program (``query check``
 / ``query run --window-bounds``, a cluster's ``window_bounds``) chooses.
 Over integer milliseconds half-open ``[Range T]`` is closed ``[Range T-1]``;
 the plan keeps what was written and says it is half-open
-(:attr:`~node.cql.plan.RangeWindow.closed_range_ms` is what the engine and
+(:attr:`~semiactive.node.cql.plan.RangeWindow.closed_range_ms` is what the engine and
 the SQL oracle use).
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, TypeVar
 
-from node.cql import plan
+from semiactive.node.cql import plan
 
 WindowBounds = Literal["closed", "half-open"]
 BOUNDS: tuple[WindowBounds, ...] = ("closed", "half-open")

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from node.cql import plan
-from node.cql.errors import CqlError
+from semiactive.node.cql import plan
+from semiactive.node.cql.errors import CqlError
 
 Successors = Callable[[plan.PlanNode], Iterable[plan.PlanNode]]
 

@@ -3,7 +3,7 @@ diagnostic (``file:line:column: message``) so editors can jump to it."""
 
 from __future__ import annotations
 
-from node.errors import UserError
+from semiactive.errors import UserError
 
 
 class CqlError(UserError):

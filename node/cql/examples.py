@@ -10,7 +10,7 @@ nested loops; :func:`fig7` builds it with 1, 2 or 4 sub-queries and
 :func:`fig7_open` its opened, non-recursive form (section 4.1).
 
 This module is the single source of ``examples/*.cql`` for these programs
-(:data:`FILES`): ``python -m node.cql.examples examples`` rewrites them,
+(:data:`FILES`): ``python -m semiactive.node.cql.examples examples`` rewrites them,
 and a test checks that the files equal the texts here.
 """
 
@@ -169,7 +169,7 @@ FILES = files()
 def main(argv: list[str]) -> int:
     """Write :data:`FILES` into the directory given (examples/)."""
     if len(argv) != 1:
-        print("usage: python -m node.cql.examples EXAMPLES_DIR", file=sys.stderr)
+        print("usage: python -m semiactive.node.cql.examples EXAMPLES_DIR", file=sys.stderr)
         return 2
     for name, text in FILES.items():
         (Path(argv[0]) / name).write_text(text)

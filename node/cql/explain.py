@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 
-from node.cql import plan
-from node.cql.ast import format_number
-from node.cql.cycles import owners, query_cycles
-from node.cql.limits import recursion_headroom
+from semiactive.node.cql import plan
+from semiactive.node.cql.ast import format_number
+from semiactive.node.cql.cycles import owners, query_cycles
+from semiactive.node.cql.limits import recursion_headroom
 
 _NON_MONOTONE_WINDOWS = (plan.RowsWindow, plan.PartitionWindow)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from node.cql import ast, plan
-from node.cql.errors import CqlError
+from semiactive.node.cql import ast, plan
+from semiactive.node.cql.errors import CqlError
 
 
 @dataclass(frozen=True)

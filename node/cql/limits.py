@@ -25,8 +25,8 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-from node.cql import ast
-from node.cql.errors import CqlError
+from semiactive.node.cql import ast
+from semiactive.node.cql.errors import CqlError
 
 MAX_DEPTH = 500
 MAX_NESTING = 100

@@ -1,10 +1,10 @@
-"""CQL text -> :mod:`node.cql.ast`, with lark (LALR).
+"""CQL text -> :mod:`semiactive.node.cql.ast`, with lark (LALR).
 
 The grammar lives in ``grammar.lark``; this module turns lark's tree into
 positioned AST nodes, checks what the grammar leaves open (type names, time
 units, window sizes, function names) and converts lark's exceptions into
 :class:`CqlError` saying what was found and what was expected. The tree is
-transformed without recursion and then measured (:mod:`node.cql.limits`),
+transformed without recursion and then measured (:mod:`semiactive.node.cql.limits`),
 so that absurdly nested input is an error at its position, not a crash.
 """
 
@@ -24,9 +24,9 @@ import lark
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
-from node.cql import ast, plan
-from node.cql.errors import CqlError
-from node.cql.limits import check_depth
+from semiactive.node.cql import ast, plan
+from semiactive.node.cql.errors import CqlError
+from semiactive.node.cql.limits import check_depth
 
 _UNITS: dict[str, int] = {}
 for _names, _ms in (

@@ -32,7 +32,7 @@ at lies in one copy:
   when it changed, so a copy that did not change would stay silent;
 - a global aggregate, ``[Rows N]``, ASSIGN and recursion are refused.
 
-Hashing (:mod:`node.partitions`) maps equal numbers (``3``, ``3.0``) to
+Hashing (:mod:`semiactive.node.sections.partitions`) maps equal numbers (``3``, ``3.0``) to
 one partition, and equal strings too. So key equalities are trusted only
 between two numbers or between two texts.
 """
@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from node.cql import plan
-from node.errors import UserError
+from semiactive.errors import UserError
+from semiactive.node.cql import plan
 
 
 class PartitioningError(UserError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 EPSILON_MS = 1
 
 # The integer range: 64-bit, without -2**63, which is NULL on the wire
-# (node/codec.py), so that every integer, and its negation, can travel.
+# (node/sections/codec.py), so that every integer, and its negation, can travel.
 INT_MIN = -(2**63) + 1
 INT_MAX = 2**63 - 1
 

@@ -13,7 +13,7 @@ the run stalls. :func:`lasting_state` names those parts so that
 
 from __future__ import annotations
 
-from node.cql import plan
+from semiactive.node.cql import plan
 
 
 def lasting_state(program: plan.Program, output: str) -> list[str]:

@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from node.engine import expressions
-from node.engine.generated_code import compile_generated
-from node.engine.operators.base import EMPTY, Operator, SliceContext, merge_by_ts
-from node.engine.operators.relational import ProjectOp, SelectOp, UnionOp
-from node.engine.operators.streaming import DelayOp, ScanOp
-from node.engine.operators.windows import RangeWindowOp
-from node.engine.ordering import Step, StepKind
+from semiactive.node.engine import expressions
+from semiactive.node.engine.generated_code import compile_generated
+from semiactive.node.engine.operators.base import EMPTY, Operator, SliceContext, merge_by_ts
+from semiactive.node.engine.operators.relational import ProjectOp, SelectOp, UnionOp
+from semiactive.node.engine.operators.streaming import DelayOp, ScanOp
+from semiactive.node.engine.operators.windows import RangeWindowOp
+from semiactive.node.engine.ordering import Step, StepKind
 
 Advance = Callable[..., None]
 

@@ -10,7 +10,7 @@ lands in a later slice. ``max_slice_ms=1`` gives strict instant-by-instant
 execution, which tests use as the reference.
 
 The DTS order runs as one generated function (``compiled``, the default;
-see :mod:`node.engine.compiled`); ``compiled=False`` interprets it step by
+see :mod:`semiactive.node.engine.compiled`); ``compiled=False`` interprets it step by
 step, the reference the compiled code is tested against.
 
 With ``lineage=True`` (HA stages) the engine also keeps the lineage floor of
@@ -23,13 +23,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping, Sequence
 
-from node.cql import plan
-from node.cql.limits import recursion_headroom
-from node.engine import planner
-from node.engine.compiled import Compiled, compile_plan
-from node.engine.elements import Element
-from node.engine.operators.base import EMPTY, Operator, SliceContext
-from node.engine.ordering import Step, StepKind, dts_order
+from semiactive.node.cql import plan
+from semiactive.node.cql.limits import recursion_headroom
+from semiactive.node.engine import planner
+from semiactive.node.engine.compiled import Compiled, compile_plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.operators.base import EMPTY, Operator, SliceContext
+from semiactive.node.engine.ordering import Step, StepKind, dts_order
 
 BEFORE_TIME = -(2**62)
 

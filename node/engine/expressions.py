@@ -13,7 +13,7 @@ reads a long sum) is written flat, with parentheses only where precedence
 needs them: nested, a 300-term sum would exceed CPython's limit of 200
 nested parentheses. The Python nesting of the generated code thus follows
 the CQL expression's own nesting, which the parser bounds
-(:mod:`node.cql.limits`).
+(:mod:`semiactive.node.cql.limits`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from node.cql import plan
-from node.engine.elements import VALUES
-from node.engine.generated_code import compile_generated
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import VALUES
+from semiactive.node.engine.generated_code import compile_generated
 
 
 def _idiv(a: int | None, b: int | None) -> int | None:

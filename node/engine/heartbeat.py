@@ -8,7 +8,7 @@ a whole instant), and when it produces results, execution moves to the
 operators it feeds, stacking them (seed 001, 4.2). A recursive program would
 deadlock here (2.3): the executor refuses programs with cycles.
 
-It drives the same operator objects as :class:`~node.engine.engine.Engine`,
+It drives the same operator objects as :class:`~semiactive.node.engine.engine.Engine`,
 so both give identical results; tests check it.
 """
 
@@ -19,13 +19,13 @@ import itertools
 from collections import deque
 from collections.abc import Sequence
 
-from node.cql import plan
-from node.engine import planner
-from node.engine.elements import Element
-from node.engine.engine import BEFORE_TIME, EvaluationError, check_order
-from node.engine.operators.base import Operator
-from node.engine.operators.streaming import ScanOp
-from node.engine.ordering import dts_order
+from semiactive.node.cql import plan
+from semiactive.node.engine import planner
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import BEFORE_TIME, EvaluationError, check_order
+from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.operators.streaming import ScanOp
+from semiactive.node.engine.ordering import dts_order
 
 
 class RecursiveProgramError(ValueError):

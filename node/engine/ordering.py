@@ -14,8 +14,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from node.engine.operators.base import Operator
-from node.engine.operators.streaming import DelayOp
+from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.operators.streaming import DelayOp
 
 T = TypeVar("T", bound=Hashable)
 

@@ -6,11 +6,11 @@ linked. Two rewrites happen on the way: a WHERE above joins is split into
 per-side filters (pushed down), equi-join keys (hashed) and a residual
 predicate; and an aggregate directly over a row or time window of a base
 stream with integer SUM / COUNT / AVG is fused into one operator
-(:class:`~node.engine.operators.fused.WindowAggregateOp`), the common case
+(:class:`~semiactive.node.engine.operators.fused.WindowAggregateOp`), the common case
 that must be fast, and so is a GROUP BY over a partition window on the same
-keys (:class:`~node.engine.operators.partition_aggregate.PartitionAggregateOp`)
+keys (:class:`~semiactive.node.engine.operators.partition_aggregate.PartitionAggregateOp`)
 and one over a sliding range window
-(:class:`~node.engine.operators.pane_aggregate.PaneAggregateOp`: the slide
+(:class:`~semiactive.node.engine.operators.pane_aggregate.PaneAggregateOp`: the slide
 boundary then merges partial aggregates instead of every tuple).
 Operators that would compute the same thing from the same inputs are shared
 (:func:`share`).
@@ -26,22 +26,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from node.cql import plan
-from node.cql.cycles import owners
-from node.cql.errors import CqlError
-from node.cql.limits import recursion_headroom
-from node.engine.operators.aggregate import AggregateOp
-from node.engine.operators.assign import AssignOp
-from node.engine.operators.base import Operator
-from node.engine.operators.fused import WindowAggregateOp, fusable
-from node.engine.operators.join import JoinOp
-from node.engine.operators.pane_aggregate import PaneAggregateOp
-from node.engine.operators.pane_aggregate import fusable as pane_fusable
-from node.engine.operators.partition_aggregate import PartitionAggregateOp
-from node.engine.operators.partition_aggregate import fusable as partition_fusable
-from node.engine.operators.relational import DistinctOp, ExceptOp, ProjectOp, SelectOp, UnionOp
-from node.engine.operators.streaming import DelayOp, ScanOp, ToStreamOp
-from node.engine.operators.windows import (
+from semiactive.node.cql import plan
+from semiactive.node.cql.cycles import owners
+from semiactive.node.cql.errors import CqlError
+from semiactive.node.cql.limits import recursion_headroom
+from semiactive.node.engine.operators.aggregate import AggregateOp
+from semiactive.node.engine.operators.assign import AssignOp
+from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.operators.fused import WindowAggregateOp, fusable
+from semiactive.node.engine.operators.join import JoinOp
+from semiactive.node.engine.operators.pane_aggregate import PaneAggregateOp
+from semiactive.node.engine.operators.pane_aggregate import fusable as pane_fusable
+from semiactive.node.engine.operators.partition_aggregate import PartitionAggregateOp
+from semiactive.node.engine.operators.partition_aggregate import fusable as partition_fusable
+from semiactive.node.engine.operators.relational import DistinctOp, ExceptOp, ProjectOp, SelectOp, UnionOp
+from semiactive.node.engine.operators.streaming import DelayOp, ScanOp, ToStreamOp
+from semiactive.node.engine.operators.windows import (
     PartitionRangeWindowOp,
     PartitionWindowOp,
     RangeWindowOp,
@@ -398,7 +398,7 @@ class _Builder:
         over it that read R's columns alone (R's come first in its result)
         filter R before the ASSIGN, so that a row the query drops names no
         source: it never enters the ASSIGN's state, and connection
-        management (node/connections.py) connects nothing for it."""
+        management (node/sections/connections.py) connects nothing for it."""
         candidates = [
             (name, plan.resolve(c).schema.names) for name, c in zip(node.names, node.candidates, strict=True)
         ]

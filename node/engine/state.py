@@ -19,8 +19,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from node.engine.engine import BEFORE_TIME, Engine
-from node.engine.state_codec import STATE_CLASSES, Formed, StateFormatError, decode_state, encode_state
+from semiactive.node.engine.engine import BEFORE_TIME, Engine
+from semiactive.node.engine.state_codec import (
+    STATE_CLASSES,
+    Formed,
+    StateFormatError,
+    decode_state,
+    encode_state,
+)
 
 FORMAT = 1
 

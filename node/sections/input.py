@@ -26,9 +26,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from node.codec import RowCodec
-from node.connections import ELIDED
-from node.engine.elements import VALUES, Element
+from semiactive.node.engine.elements import VALUES, Element
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.connections import ELIDED
 
 NEVER = -(2**62)
 FOREVER = 2**62

@@ -1,10 +1,10 @@
 """The operator section of an MQO stage: seed 003's shared execution of
-many continuous queries (``mqo.executor``) behind the engine's interface.
+many continuous queries (``semiactive.mqo.executor``) behind the engine's interface.
 
-Pure, as :class:`~node.sections.operator.OperatorSection`: rows per input
+Pure, as :class:`~semiactive.node.sections.operator.OperatorSection`: rows per input
 stream and a watermark in, output rows out. Each output row is ``(ts = the
 master arrival, lin = the oldest input position it joins, +1, query,
-columns...)`` in :func:`mqo.stage.canonical` order. For the HA layer it
+columns...)`` in :func:`semiactive.mqo.stage.canonical` order. For the HA layer it
 answers like the CQL engine: ``state_low`` is the oldest input position the
 windows, buffers or pending rows still hold; the counters are each query's
 last firing time, so a replica rebuilt from a later cut does not output again
@@ -17,13 +17,13 @@ import json
 import logging
 from collections.abc import Sequence
 
-from mqo.executor import SharedExecutor
-from mqo.grouping import load_clustering
-from mqo.nodes import NEVER
-from mqo.stage import MqoStageSpec, OutputRows, check_registration
-from node.engine.elements import VALUES, Element
-from node.engine.engine import BEFORE_TIME, check_order
-from node.sections.operator import CostSchedule, TimedSection
+from semiactive.mqo.executor import SharedExecutor
+from semiactive.mqo.grouping import load_clustering
+from semiactive.mqo.nodes import NEVER
+from semiactive.mqo.stage import MqoStageSpec, OutputRows, check_registration
+from semiactive.node.engine.elements import VALUES, Element
+from semiactive.node.engine.engine import BEFORE_TIME, check_order
+from semiactive.node.sections.operator import CostSchedule, TimedSection
 
 log = logging.getLogger(__name__)
 _CHUNK = 7  # bytes per packed counter value: non-negative and below 2**56
@@ -206,7 +206,7 @@ class MqoEngine:
 
 
 class MqoSection(TimedSection):
-    """:class:`~node.sections.operator.OperatorSection`'s interface over an :class:`MqoEngine`."""
+    """:class:`~semiactive.node.sections.operator.OperatorSection`'s interface over an :class:`MqoEngine`."""
 
     def __init__(self, spec: MqoStageSpec, cost: CostSchedule | None = None) -> None:
         self.engine: MqoEngine = MqoEngine(spec)

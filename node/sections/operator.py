@@ -14,9 +14,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from node.cql import plan
-from node.engine.elements import Element
-from node.engine.engine import Engine
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
 
 
 class CostSchedule:

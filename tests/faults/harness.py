@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from coordinator.report import analyse
-from coordinator.verify import check_run
 from semiactive import config, topology
+from semiactive.launcher.measurements import analyse
+from semiactive.oracle.verify import check_run
 from tests.processes import ROOT, assert_no_processes, chain_config, semiactive, write_config
 
 SELECTION = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.nemesis import read_history
+from semiactive.campaigns.nemesis import read_history
 from tests.faults.harness import AGGREGATE, SELECTION, protected_chain
 from tests.processes import assert_no_processes, semiactive
 

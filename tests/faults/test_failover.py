@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from node.telemetry import read_jsonl
+from semiactive.runtime.telemetry import read_jsonl
 from tests.faults.harness import AGGREGATE, JOIN, SELECTION, protected_chain, run
 
 pytestmark = pytest.mark.slow

@@ -2,7 +2,7 @@
 
 Every node of a protected chain (source, three SAS stages each with a
 secondary, sink, spares) runs in a network namespace of its own
-(:class:`coordinator.netlab.NetworkLab`); the launcher and the coordinator
+(:class:`semiactive.launcher.netlab.NetworkLab`); the launcher and the coordinator
 stay in the root namespace. While the source runs, the test takes
 connectivity away for 2.5 s and gives it back: a pair of nodes (``cut``), a
 node from everyone (``isolate``: its veth link down), nodes from the root
@@ -14,7 +14,7 @@ the coordinator cut from a majority of the nodes; a true split with the
 coordinator and a secondary in the minority.
 
 Each run must end with every sink identical to the failure-free reference
-(no row lost, none twice, in order: :func:`coordinator.verify.check_run`),
+(no row lost, none twice, in order: :func:`semiactive.oracle.verify.check_run`),
 no ``rows_lost`` event, and **no two primaries both delivering**: every
 node's inbound edges accept rows from one producer epoch at a time, never
 going back to an older one, and from one sender per epoch.
@@ -47,10 +47,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.launcher import run_cluster
-from coordinator.netlab import ROOT, NetworkLab
-from coordinator.verify import check_run
 from semiactive import config, topology
+from semiactive.launcher.cluster import run_cluster
+from semiactive.launcher.netlab import ROOT, NetworkLab
+from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, protected_chain
 from tests.processes import assert_no_processes
 
@@ -59,7 +59,7 @@ pytestmark = pytest.mark.slow
 PROBE_ENV = "SEMIACTIVE_PARTITION_PROBE"
 PROBE = '''\
 """Probe of tests/faults/test_partitions.py, imported by every Python process
-started with it on PYTHONPATH. In a node process (once node.daemon is
+started with it on PYTHONPATH. In a node process (once semiactive.node.service.daemon is
 imported) it appends each batch an inbound edge accepts, with the sender and
 epoch of the stream it came on, to RUN_DIR/telemetry/accepted-NODE.jsonl.
 It changes no behaviour."""
@@ -80,7 +80,7 @@ def _arg(flag):
 
 
 def _patch():
-    from node.roles import inbound, replica, sink
+    from semiactive.node.service.roles import inbound, replica, sink
 
     run_dir, name = _arg("--run-dir"), _arg("--name")
     if run_dir is None or name is None:
@@ -119,7 +119,7 @@ def _patch():
 
 class _Hook(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname != "node.daemon":
+        if fullname != "semiactive.node.service.daemon":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(fullname)

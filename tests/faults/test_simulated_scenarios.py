@@ -1,5 +1,5 @@
 """Named failure scenarios on several chains, in the deterministic
-simulation (the real node and coordinator code, ``semiactive.sim``):
+simulation (the real node and coordinator code, ``semiactive.simulation``):
 selections, a windowed aggregate, a join of two sources, and chains all
 UB or all AS. Each must deliver exactly the failure-free output."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from semiactive import config
-from semiactive.sim.cluster import Outcome, simulate
-from semiactive.sim.faults import Fault, FaultKind
+from semiactive.simulation.cluster import Outcome, simulate
+from semiactive.simulation.faults import Fault, FaultKind
 from semiactive.topology import Topology, resolve
 from tests.faults.harness import protected_chain
 

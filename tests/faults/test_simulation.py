@@ -2,7 +2,7 @@
 
 Every node daemon, sender, role, failure detector, takeover and the
 coordinator run in one process on virtual time over in-memory gRPC
-(``semiactive.sim``), struck by seeded fault schedules: kills (restarted
+(``semiactive.simulation``), struck by seeded fault schedules: kills (restarted
 as spares), freezes, cut, stalled and slow links, the coordinator's death.
 Each run must deliver exactly the reference output, without a hang, an
 error exit, an exception in a gRPC handler, or a loss event.
@@ -23,15 +23,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator.control import Coordinator, Liveness
-from ha.replica import capture_now
-from ha.resync import StateBytes
-from ha.views import StageView
-from node.engine.engine import Engine
 from semiactive import config
-from semiactive.sim.campaign import replay_command, run_campaign, run_seed
-from semiactive.sim.cluster import simulate
-from semiactive.sim.faults import Fault, FaultKind
+from semiactive.coordinator.control import Coordinator, Liveness
+from semiactive.ha.replica import capture_now
+from semiactive.ha.resync import StateBytes
+from semiactive.ha.views import StageView
+from semiactive.node.engine.engine import Engine
+from semiactive.simulation.campaign import replay_command, run_campaign, run_seed
+from semiactive.simulation.cluster import simulate
+from semiactive.simulation.faults import Fault, FaultKind
 from semiactive.topology import Topology, resolve
 
 # The campaign runs its seeds in two processes of its own.
@@ -245,7 +245,7 @@ def test_a_replica_whose_operator_fails_exits_and_its_stage_fails_over(
     capture refused, as the codec refuses a state it cannot write) used to
     end only that task: the node lived on, serving nothing, and the run
     hung. Now the node exits 1 and its stage fails over; nothing is lost."""
-    from node.roles import replica as replica_role
+    from semiactive.node.service.roles import replica as replica_role
 
     failed: list[int] = []
     original = capture_now

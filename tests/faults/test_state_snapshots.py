@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.nemesis import pid_of, read_cluster
-from coordinator.verify import check_run
 from semiactive import config
+from semiactive.campaigns.nemesis import pid_of, read_cluster
+from semiactive.oracle.verify import check_run
 from semiactive.topology import resolve
 from tests.faults.harness import events, finish, protected_chain, run, start_launcher
 

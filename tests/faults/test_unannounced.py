@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator.verify import check_run
 from semiactive import config, topology
+from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, run_with_nemesis, start_launcher
 from tests.processes import processes_mentioning, read_jsonl, semiactive
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.asas_experiment import (
+from semiactive import config
+from semiactive.campaigns.asas import (
     Sample,
     Setting,
     load_scenario,
@@ -21,7 +22,6 @@ from coordinator.asas_experiment import (
     settle_time,
     variant,
 )
-from semiactive import config
 from semiactive.config import ConfigError
 from tests.processes import assert_no_processes, semiactive
 

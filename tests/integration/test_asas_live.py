@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.asas_experiment import Setting, intervals_after, load_scenario, read_samples, variant
+from semiactive.campaigns.asas import Setting, intervals_after, load_scenario, read_samples, variant
 from tests.faults.harness import run
 from tests.processes import run_t0, write_config
 

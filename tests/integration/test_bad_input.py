@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from node.tls import Security
+from semiactive.runtime.tls import Security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb

@@ -17,10 +17,10 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.ports import PortAllocator
-from coordinator.verify import check_run
-from node.tls import Security
 from semiactive import config, topology
+from semiactive.launcher.ports import PortAllocator
+from semiactive.oracle.verify import check_run
+from semiactive.runtime.tls import Security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import coordinator_pb2 as cdpb
 from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc

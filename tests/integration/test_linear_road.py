@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from node.replay_clock import ReplayClock
+from semiactive.node.connectors.replay_clock import ReplayClock
 from tests.processes import ROOT, bench_module
 
 pytestmark = pytest.mark.slow

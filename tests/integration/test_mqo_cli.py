@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mqo.clocks import Clock
-from mqo.query import Column, parse_queries
-from mqo.reference import reference_results
-from semiactive.mqo_runner import read_stream
+from semiactive.embedded.mqo import read_stream
+from semiactive.mqo.clocks import Clock
+from semiactive.mqo.query import Column, parse_queries
+from semiactive.oracle.mqo_reference import reference_results
 from tests.processes import read_jsonl, semiactive
 
 QUERIES = """\

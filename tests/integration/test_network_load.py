@@ -1,4 +1,4 @@
-"""Experiment 3's network (coordinator/netlab.py) on real namespaces, tc and
+"""Experiment 3's network (semiactive/launcher/netlab.py) on real namespaces, tc and
 iperf3: the tbf cap holds, nothing outlives a lab (not even a SIGKILLed
 creator's), a cluster runs in it where the nemesis finds its nodes, and a
 sweep under load verifies and records the load."""
@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from coordinator.faults import Fault, FaultKind
-from coordinator.launcher import run_cluster
-from coordinator.nemesis import Nemesis, pid_of, read_history, runs
-from coordinator.netlab import STATE_DIR, NetworkLab, clean_stale
-from coordinator.report import RunReport
-from coordinator.verify import check_run
 from semiactive import config, topology
+from semiactive.campaigns.nemesis import Nemesis, pid_of, read_history, runs
+from semiactive.launcher.cluster import run_cluster
+from semiactive.launcher.faults import Fault, FaultKind
+from semiactive.launcher.measurements import RunReport
+from semiactive.launcher.netlab import STATE_DIR, NetworkLab, clean_stale
+from semiactive.oracle.verify import check_run
 from tests.processes import ROOT, assert_no_processes, semiactive
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leftovers")]
@@ -89,7 +89,7 @@ def test_the_links_are_capped_and_teardown_leaves_nothing() -> None:
 
 def test_a_lab_whose_creator_was_killed_is_removed_by_the_next() -> None:
     script = (
-        "import os; from coordinator.netlab import NetworkLab\n"
+        "import os; from semiactive.launcher.netlab import NetworkLab\n"
         "lab = NetworkLab(['a', 'b']); lab.create(); lab.load('a', 'b', 1e6)\n"
         "print(lab.tag, flush=True); os.kill(os.getpid(), 9)\n"
     )

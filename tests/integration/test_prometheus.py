@@ -29,10 +29,11 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator import dashboards
-from coordinator.ports import PortAllocator
-from node.telemetry import read_jsonl
-from tests.processes import ROOT, assert_no_processes, write_config
+from semiactive.launcher.ports import PortAllocator
+from semiactive.runtime.telemetry import read_jsonl
+from tests.processes import ROOT, assert_no_processes, script_module, write_config
+
+dashboards = script_module(ROOT / "deploy" / "grafana" / "dashboards.py")
 
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
 pytestmark = [

@@ -1,7 +1,7 @@
 """The report job on a real short run with a kill: its per-fault and
-per-stage figures are those of the run's own report (coordinator/report.py's
+per-stage figures are those of the run's own report (semiactive/launcher/measurements.py's
 ``report.json``), and its per-second backup bandwidth that of the A-SAS
-experiment's reader (coordinator/asas_experiment.py), each computed without
+experiment's reader (semiactive/campaigns/asas.py), each computed without
 Spark from the same files."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
-from analytics import report_job
-from coordinator.asas_experiment import per_second, read_samples
+from semiactive.analytics import report_job
+from semiactive.campaigns.asas import per_second, read_samples
 from tests.processes import ROOT, assert_no_processes, run_t0, semiactive
 
 # A cluster run and a Spark job: about a minute, several when the 2-core

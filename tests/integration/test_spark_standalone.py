@@ -17,8 +17,8 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
 
-from analytics import report_job
-from analytics.standalone import local_cluster
+from semiactive.analytics import report_job
+from semiactive.analytics.standalone import local_cluster
 from tests.processes import assert_no_processes, semiactive
 from tests.unit.test_report_aggregates import _asas, _engine, _sweep
 

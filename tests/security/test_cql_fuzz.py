@@ -1,7 +1,7 @@
 """Grammar-aware fuzzing of ``semiactive query check`` and ``query run``.
 
 Random CQL texts go through the functions the two commands call
-(:func:`semiactive.embedded.check` and :func:`semiactive.embedded.run`) over
+(:func:`semiactive.embedded.query.check` and :func:`semiactive.embedded.query.run`) over
 tiny input files made for whatever streams the text registers. The only
 acceptable outcomes are success or the errors the command line reports in
 one line with exit status 2 (:class:`CqlError`, :class:`SourceDataError`,
@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node import cql
-from node.cql import CqlError, plan
-from node.sources import SourceDataError
-from semiactive import embedded
 from semiactive.config import ConfigError
+from semiactive.embedded import query as embedded
+from semiactive.node import cql
+from semiactive.node.connectors.sources import SourceDataError
+from semiactive.node.cql import CqlError, plan
 
 EXPECTED = (CqlError, SourceDataError, ConfigError)
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.cql"))

@@ -1,9 +1,9 @@
-"""Forged messages against a live cluster under mutual TLS (node/tls.py,
-node/authorization.py): each attack of the hardening review is refused,
+"""Forged messages against a live cluster under mutual TLS (semiactive/runtime/tls.py,
+semiactive/runtime/authorization.py): each attack of the hardening review is refused,
 and the run still delivers exactly the reference.
 
 The attacker holds a valid certificate of the cluster (node-3's, a real
-member gone rogue) or none at all; the decisions of node/authorization.py
+member gone rogue) or none at all; the decisions of semiactive/runtime/authorization.py
 are also checked table-driven, without sockets."""
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from typing import Any
 import grpc
 import pytest
 
-from coordinator.certificates import issue_cluster
-from coordinator.verify import check_run
-from ha.views import StageView, ViewTable
-from node import authorization
-from node.tls import Security
 from semiactive import config, topology
+from semiactive.admin.certificates import issue_cluster
+from semiactive.ha.views import StageView, ViewTable
+from semiactive.oracle.verify import check_run
+from semiactive.runtime import authorization
+from semiactive.runtime.tls import Security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import coordinator_pb2 as cdpb

@@ -1,6 +1,6 @@
 """Fuzzing a live cluster over real gRPC and mutual TLS (issue 11, item 3).
 
-Why: node/authorization.py and the frame checks of node/roles/inbound.py
+Why: semiactive/runtime/authorization.py and the frame checks of node/service/roles/inbound.py
 are unit-tested decision by decision, and tests/security/test_forged_messages.py
 plays the known attacks once each. Neither shows that a running node
 survives *arbitrary* input on every method it serves: malformed edges,
@@ -21,7 +21,7 @@ for the run) and checks, after every example, that
   bytes that decode to no request at all get that, from gRPC itself).
 
 At the end the run is stopped (SIGTERM: drain), must exit 0, lose no rows,
-and every sink must hold exactly the reference (coordinator/verify.py).
+and every sink must hold exactly the reference (semiactive/oracle/verify.py).
 
 Who sends what. The identities are a legitimate upstream replica
 (``node-0`` into stage-1, ``node-1`` into the sink), a member of the
@@ -47,7 +47,7 @@ repeatable, and there is no shrinking (minutes against a live cluster):
 a failing example is printed whole.
 
 What the fuzzing found, each pinned by a test at the end and fixed: a
-view of no stage taken from an operator (node/authorization.py); ingest
+view of no stage taken from an operator (semiactive/runtime/authorization.py); ingest
 rows that raised in the handler (infinite ts, a 5000-digit integer, deep
 nesting: now INVALID_ARGUMENT); and a report that made its sender primary
 of any stage through the coordinator, which handed the forged view to
@@ -77,15 +77,15 @@ from grpc import StatusCode as Code
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from coordinator.control import Coordinator
-from coordinator.verify import check_run
-from ha.routing import initial_views
-from ha.views import StageView
-from node import authorization
-from node.codec import RowCodec
-from node.events import EventLog
-from node.tls import Security
 from semiactive import config, topology
+from semiactive.coordinator.control import Coordinator
+from semiactive.ha.routing import initial_views
+from semiactive.ha.views import StageView
+from semiactive.node.sections.codec import RowCodec
+from semiactive.oracle.verify import check_run
+from semiactive.runtime import authorization
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.tls import Security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import coordinator_pb2 as cdpb
@@ -1399,7 +1399,7 @@ def test_an_operators_view_of_no_stage_is_refused(live: Live) -> None:
     UpdateView for a stage outside the config was stored in the node's
     views (and reported on), and on a spare named as its secondary the
     handler raised KeyError (UNKNOWN) after storing it. Now refused
-    (node/authorization.py), like anyone else's."""
+    (semiactive/runtime/authorization.py), like anyone else's."""
     view = cpb.StageView(stage="no-such-stage", epoch=1, version=1, primary="node-1", secondary="spare-1")
 
     async def update(identity: str, target: str) -> Code:

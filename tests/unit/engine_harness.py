@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from node.cql import compile_program, plan
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.heartbeat import HeartbeatEngine
+from semiactive.node.cql import compile_program, plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.heartbeat import HeartbeatEngine
 
 
 def elements(rows: Sequence[tuple[Any, ...]], relation: bool = False) -> list[Element]:

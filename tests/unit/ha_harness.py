@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from ha.output_log import UNBOUNDED
-from ha.replica import Mode, StageReplica, StateCapture, capture_now
-from node.engine.elements import Element
 from semiactive import config, topology
+from semiactive.ha.output_log import UNBOUNDED
+from semiactive.ha.replica import Mode, StageReplica, StateCapture, capture_now
+from semiactive.node.engine.elements import Element
 from semiactive.topology import Stage, Topology
 from tests.processes import chain_config
 

@@ -9,14 +9,14 @@ from contextlib import asynccontextmanager
 
 import grpc
 
-from ha.views import ViewTable
-from node.codec import RowCodec
-from node.metrics import NodeMetrics
-from node.network import GRPC_OPTIONS
-from node.roles.inbound import InboundEdgeSession
-from node.roles.sink import SinkRole
-from node.sections.input import EdgeInput, InputSection
-from node.transport import DataPlaneServer
+from semiactive.ha.views import ViewTable
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import EdgeInput, InputSection
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.roles.inbound import InboundEdgeSession
+from semiactive.node.service.roles.sink import SinkRole
+from semiactive.node.service.transport import DataPlaneServer
+from semiactive.runtime.network import GRPC_OPTIONS
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 

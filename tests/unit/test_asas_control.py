@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.adaptive_backup import CounterWindow
-from coordinator.control import Coordinator
-from node.events import EventLog
 from semiactive import config, topology
+from semiactive.coordinator.adaptive_backup import CounterWindow
+from semiactive.coordinator.control import Coordinator
+from semiactive.runtime.events import EventLog
 from semiactive.wire import control_pb2 as cpb
 
 EDGE = "select-1->select-2"
@@ -145,7 +145,7 @@ class Plant:
             self.coordinator.on_report(status, "", self.now)
             self.replies[status.name] = self.coordinator.batch_sizes_for(status)
         self.coordinator.tune(self.now)
-        # The producer applies the reply to its cursors (node/daemon.py).
+        # The producer applies the reply to its cursors (node/service/daemon.py).
         self.edge.batch_size = self.replies[self.producer].get(EDGE, self.edge.batch_size)
 
     def run(self, seconds: float) -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ha.cost_model import Costs, Measurements, estimated_bandwidth, estimated_recovery
-from ha.round_model import RoundModel
+from semiactive.ha.cost_model import Costs, Measurements, estimated_bandwidth, estimated_recovery
+from semiactive.ha.round_model import RoundModel
 
 NO_COSTS = Costs(0.0, 0.0)
 

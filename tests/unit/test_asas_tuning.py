@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
-from ha.algorithm3 import Algorithm3Tuner
-from ha.cost_model import Costs, Measurements
-from ha.model_tuner import ModelTuner
-from ha.round_model import RoundModel
-from ha.tuning import BatchSizeTuner, Branch, Decision, Priority
+from semiactive.ha.algorithm3 import Algorithm3Tuner
+from semiactive.ha.cost_model import Costs, Measurements
+from semiactive.ha.model_tuner import ModelTuner
+from semiactive.ha.round_model import RoundModel
+from semiactive.ha.tuning import BatchSizeTuner, Branch, Decision, Priority
 
 # -- Algorithm 3 -------------------------------------------------------------
 # Numbers exact in binary, so "equal to the limit" is exactly equal:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ha.output_log import OutputLog
-from ha.views import StageView, ViewTable
-from node.metrics import NodeMetrics
-from node.outbound import Outbound
 from semiactive import config
+from semiactive.ha.output_log import OutputLog
+from semiactive.ha.views import StageView, ViewTable
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.outbound import Outbound
 from semiactive.topology import resolve
 from semiactive.wire import dataplane_pb2 as pb
 from tests.processes import write_config

@@ -1,14 +1,14 @@
 """A node applies the coordinator's batch sizes (ReportReply.batch_sizes)
 only to its own output edges and only within 1..2^31-1: a malformed or
-hostile reply changes nothing else (node/daemon.py, apply_batch_sizes)."""
+hostile reply changes nothing else (node/service/daemon.py, apply_batch_sizes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ha.output_log import UNBOUNDED
-from node.daemon import NodeDaemon
 from semiactive import config, topology
+from semiactive.ha.output_log import UNBOUNDED
+from semiactive.node.service.daemon import NodeDaemon
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "paper-chain-asas.yaml"
 EDGE = "select-1->select-2"

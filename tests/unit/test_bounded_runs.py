@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ha.output_log import UNBOUNDED
-from ha.replica import Mode, StageReplica
-from ha.resync import ResyncPoint
-from node.codec import RowCodec
-from node.cql import plan
-from node.engine.elements import Element
-from node.sections.input import EdgeInput, InputSection
+from semiactive.ha.output_log import UNBOUNDED
+from semiactive.ha.replica import Mode, StageReplica
+from semiactive.ha.resync import ResyncPoint
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import EdgeInput, InputSection
 from semiactive.topology import Stage
 from tests.unit.ha_harness import build_topology, source_rows
 from tests.unit.test_ha_resync import STAGES

@@ -1,5 +1,5 @@
 """``semiactive certs``: a CA and one certificate per identity, whose name
-is what a server sees as the caller (coordinator/certificates.py)."""
+is what a server sees as the caller (semiactive/admin/certificates.py)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""The chaos planner (coordinator/chaos.py): what a run may inject."""
+"""The chaos planner (semiactive/campaigns/chaos.py): what a run may inject."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
-from coordinator.chaos import SAME_STAGE_GAP_S, plan
-from coordinator.faults import Fault
 from semiactive import config, topology
+from semiactive.campaigns.chaos import SAME_STAGE_GAP_S, plan
+from semiactive.launcher.faults import Fault
 from semiactive.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""RowCodec: the fixed-size little-endian rows of an edge (node/codec.py)."""
+"""RowCodec: the fixed-size little-endian rows of an edge (node/sections/codec.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from node.codec import INT_NULL, CodecError, RowCodec
-from node.cql import compile_program, plan
+from semiactive.node.cql import compile_program, plan
+from semiactive.node.sections.codec import INT_NULL, CodecError, RowCodec
 
 
 def _schema(*columns: tuple[str, plan.SqlType]) -> plan.Schema:

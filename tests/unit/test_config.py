@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from node.cql import plan
-from node.engine.engine import Engine
-from node.sources import wire_size
 from semiactive import config, topology
 from semiactive.config import ConfigError
+from semiactive.node.cql import plan
+from semiactive.node.engine.engine import Engine
+from semiactive.node.sections.codec import wire_size
 
 BASE = """\
 name: t

@@ -1,4 +1,4 @@
-"""Connection management's decisions without sockets (node/connections.py):
+"""Connection management's decisions without sockets (node/sections/connections.py):
 which candidates an ASSIGN plan lets the stage manage, when a candidate
 connects and disconnects as interests come and go, which elided rows must
 come again whole, and that eliding what the table says is idle never
@@ -10,8 +10,13 @@ import random
 
 import pytest
 
-from node.codec import RowCodec
-from node.connections import (
+from semiactive.node.cql import compile_program
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.operators.assign import AssignOp
+from semiactive.node.engine.operators.relational import SelectOp
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.connections import (
     ELIDED,
     ConnectionTable,
     elided_rows,
@@ -19,12 +24,7 @@ from node.connections import (
     is_elided,
     managed_inputs,
 )
-from node.cql import compile_program
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.operators.assign import AssignOp
-from node.engine.operators.relational import SelectOp
-from node.sections.input import EdgeInput
+from semiactive.node.sections.input import EdgeInput
 
 CAMS = "".join(f"REGISTER STREAM cam{c} (frame integer, size integer)\n" for c in (1, 2, 3))
 FOLLOW = (

@@ -1,6 +1,6 @@
 """The coordinator's decisions (coordinator/control.py) against an
-in-memory cluster: nodes report as the daemons do (node/coordinator_link.py)
-and adopt the views the replies carry (node/daemon.py: a spare named
+in-memory cluster: nodes report as the daemons do (node/service/coordinator_link.py)
+and adopt the views the replies carry (node/service/daemon.py: a spare named
 secondary in a newer view becomes it). Time is passed in: no clock, no
 socket."""
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator.control import NEVER_REPORTED_GRACE_S, SILENCE_S, WARMUP_S, Coordinator, Liveness
-from ha.routing import initial_views
-from ha.views import StageView, ViewTable
-from node.events import EventLog
-from node.messages import view_to_pb
 from semiactive import config, topology
+from semiactive.coordinator.control import NEVER_REPORTED_GRACE_S, SILENCE_S, WARMUP_S, Coordinator, Liveness
+from semiactive.ha.routing import initial_views
+from semiactive.ha.views import StageView, ViewTable
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.messages import view_to_pb
 from semiactive.wire import control_pb2 as cpb
 from tests.faults.harness import AGGREGATE, protected_chain
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import grpc
 
-from node.coordinator_link import CoordinatorLink
-from semiactive.sim.memory_network import Fabric
-from semiactive.sim.virtual_loop import VirtualLoop
+from semiactive.node.service.coordinator_link import CoordinatorLink
+from semiactive.simulation.memory_network import Fabric
+from semiactive.simulation.virtual_loop import VirtualLoop
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import coordinator_pb2 as cdpb
 from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.sql_oracle import Feed, NotCovered, evaluate
-from node.cql import CqlError, compile_program, plan
-from node.cql.explain import explain
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.cql.explain import explain
+from semiactive.oracle.sql_oracle import Feed, NotCovered, evaluate
 from tests.unit.engine_harness import run
 
 Rows = list[tuple[Any, ...]]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from node.cql import CqlError, compile_program, plan
-from node.cql.examples import FIG1_DELAYED, fig7
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.cql.examples import FIG1_DELAYED, fig7
 
 INPUTS = (
     "REGISTER STREAM s (a integer, b float, c char(4))\n"

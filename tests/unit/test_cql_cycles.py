@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from node.cql import CqlError, compile_program, plan
-from node.cql.cycles import (
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.cql.cycles import (
     check_delays,
     is_cyclic,
     owners,
     query_cycles,
     strongly_connected_components,
 )
-from node.cql.examples import FIG1, FIG1_DELAYED, fig7
+from semiactive.node.cql.examples import FIG1, FIG1_DELAYED, fig7
 
 EMPTY = plan.Schema(())
 STREAM = plan.Kind.STREAM

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from node.cql import compile_program, explain, plan
-from node.cql.examples import FIG1, FIG1_DELAYED, fig7
-from node.cql.explain import format_duration, format_expr, monotone
+from semiactive.node.cql import compile_program, explain, plan
+from semiactive.node.cql.examples import FIG1, FIG1_DELAYED, fig7
+from semiactive.node.cql.explain import format_duration, format_expr, monotone
 
 FIG1_EXPLAINED = "\n".join(
     [

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from node.cql import CqlError, compile_program, explain, plan
-from node.cql.limits import MAX_DEPTH, MAX_NESTING
-from node.engine import expressions
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.operators import relational
-from node.jsonl import formatter
-from semiactive import embedded
 from semiactive.cli import main
+from semiactive.embedded import query as embedded
+from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.cql import CqlError, compile_program, explain, plan
+from semiactive.node.cql.limits import MAX_DEPTH, MAX_NESTING
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.operators import relational
 
 HEAD = "REGISTER STREAM s (a integer, b integer, f float)\n"
 

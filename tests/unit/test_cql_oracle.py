@@ -1,4 +1,4 @@
-"""The engine against an independent oracle (coordinator/sql_oracle.py):
+"""The engine against an independent oracle (semiactive/oracle/sql_oracle.py):
 CQL evaluated instant by instant in SQLite, compared instant by instant as
 multisets (docs/cql-oracle.md).
 
@@ -22,14 +22,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
-from coordinator import verify
-from coordinator.oracle_diff import Timeline, compare, element_timeline, stream_timeline
-from coordinator.sql_oracle import Feed, NotCovered, Outcome, evaluate
-from node.cql import CqlError, compile_program, plan
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.jsonl import formatter
 from semiactive import config, topology
+from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.oracle import verify
+from semiactive.oracle.diff import Timeline, compare, element_timeline, stream_timeline
+from semiactive.oracle.sql_oracle import Feed, NotCovered, Outcome, evaluate
 
 Rows = Sequence[tuple[Any, ...]]
 

@@ -1,4 +1,4 @@
-"""Parser tests: CQL text -> AST (node.cql.parser), and syntax errors."""
+"""Parser tests: CQL text -> AST (semiactive.node.cql.parser), and syntax errors."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.cql import CqlError, ast, plan
-from node.cql.examples import FIG1, FIG1_DELAYED, fig7
-from node.cql.parser import parse
+from semiactive.node.cql import CqlError, ast, plan
+from semiactive.node.cql.examples import FIG1, FIG1_DELAYED, fig7
+from semiactive.node.cql.parser import parse
 
 
 def only_query(text: str) -> ast.Query:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from node.cql import parser
-from node.cql.errors import CqlError
+from semiactive.node.cql import parser
+from semiactive.node.cql.errors import CqlError
 
 PROGRAM = "REGISTER STREAM s (k integer)\nREGISTER QUERY q AS ISTREAM(SELECT k FROM s [Range 5])"
 

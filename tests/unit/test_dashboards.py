@@ -1,4 +1,4 @@
-"""The Grafana dashboards are generated (coordinator/dashboards.py): the
+"""The Grafana dashboards are generated (deploy/grafana/dashboards.py): the
 committed JSON is exactly the generator's output, the uids are fixed, every
 panel queries the provisioned datasource, each dashboard has the stage and
 node variables, and every metric a query names is one a node or the
@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator import dashboards
-from tests.processes import ROOT
+from tests.processes import ROOT, script_module
 from tests.unit.test_metrics_names import coordinator_exposition, node_exposition, primary_status, samples
+
+dashboards = script_module(ROOT / "deploy" / "grafana" / "dashboards.py")
 
 DIRECTORY = ROOT / "deploy" / "grafana" / "dashboards"
 PROVISIONING = ROOT / "deploy" / "grafana" / "provisioning"
@@ -33,7 +34,7 @@ def test_the_committed_json_is_the_generators_output() -> None:
     assert {p.name for p in DIRECTORY.iterdir()} == {f"{uid}.json" for uid in UIDS}
     for uid in UIDS:
         assert (DIRECTORY / f"{uid}.json").read_text() == dashboards.render(uid), (
-            f"{uid}.json differs from coordinator/dashboards.py: run `make dashboards`"
+            f"{uid}.json differs from deploy/grafana/dashboards.py: run `make dashboards`"
         )
 
 

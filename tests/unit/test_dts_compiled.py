@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from node.cql import compile_program, plan
-from node.cql.examples import FIG1_DELAYED, fig7
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.operators.fused import WindowAggregateOp
-from node.engine.operators.partition_aggregate import PartitionAggregateOp
+from semiactive.node.cql import compile_program, plan
+from semiactive.node.cql.examples import FIG1_DELAYED, fig7
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.operators.fused import WindowAggregateOp
+from semiactive.node.engine.operators.partition_aggregate import PartitionAggregateOp
 from tests.unit.test_recursion_order import FIG6
 
 LOOP_AGGREGATES = """

@@ -22,10 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from node.cql import CqlError, compile_program, plan
-from node.engine.elements import Element
-from node.sources import SourceDataError
-from semiactive import embedded
+from semiactive.embedded import query as embedded
+from semiactive.node.connectors.sources import SourceDataError
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.engine.elements import Element
 from tests.unit.test_cql_oracle import FAMILIES, SCHEMA, Rows, relations, streams, wrap
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

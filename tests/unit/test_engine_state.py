@@ -21,14 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.cql import compile_program, plan
-from node.engine import state
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.operators.aggregate import MinMaxAcc
-from node.engine.operators.base import LowBound
-from node.engine.operators.relational import Multiset
-from node.engine.state_codec import StateFormatError, decode_state, encode_state
+from semiactive.node.cql import compile_program, plan
+from semiactive.node.engine import state
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.operators.aggregate import MinMaxAcc
+from semiactive.node.engine.operators.base import LowBound
+from semiactive.node.engine.operators.relational import Multiset
+from semiactive.node.engine.state_codec import StateFormatError, decode_state, encode_state
 from tests.unit.engine_harness import elements
 from tests.unit.test_cql_assign import TRACK, TRACK_INPUTS
 from tests.unit.test_dts_compiled import PROGRAMS

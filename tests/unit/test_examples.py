@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from node.cql import compile_program
-from semiactive import config, embedded, topology
+from semiactive import config, topology
+from semiactive.embedded import query as embedded
+from semiactive.node.cql import compile_program
 from tests.processes import ROOT
 
 EXAMPLES = ROOT / "examples"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coordinator.experiments import _trial
-from coordinator.report import RunReport, StageBandwidth, analyse
-from coordinator.verify import SinkCheck
 from semiactive import config, topology
+from semiactive.campaigns.sweep import _trial
+from semiactive.launcher.measurements import RunReport, StageBandwidth, analyse
+from semiactive.oracle.verify import SinkCheck
 from tests.processes import ROOT
 
 T0 = 1_800_000_000.0

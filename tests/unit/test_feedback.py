@@ -1,4 +1,4 @@
-"""Acknowledgements on a data stream (node/roles/inbound.py): a stage
+"""Acknowledgements on a data stream (node/service/roles/inbound.py): a stage
 acknowledges every few milliseconds with a point of hundreds of counters, so
 a stream gets Level-0 and Level-1 only when they changed, and a new stream
 gets them afresh. Over real gRPC on loopback."""
@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from ha.resync import ResyncPoint, StateSnapshot
-from ha.state_transfer import CHUNK_BYTES, StateAssembler
-from node.messages import chunk_from_pb, point_to_pb
+from semiactive.ha.resync import ResyncPoint, StateSnapshot
+from semiactive.ha.state_transfer import CHUNK_BYTES, StateAssembler
+from semiactive.runtime.messages import chunk_from_pb, point_to_pb
 from tests.processes import bench_module
 from tests.unit.sink_server import served_sink
 from tests.unit.test_input_order import CODEC, EDGE, hello, read

@@ -1,4 +1,4 @@
-"""Operator states captured in a forked child (node/forked_capture.py): the
+"""Operator states captured in a forked child (node/service/forked_capture.py): the
 bytes are the state at the instant of the call, whatever the parent does
 next; a child that fails is an error, not a state; a stopping node kills
 its children, and a SIGKILLed node leaves none behind."""
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.supervision import process_state
-from ha.replica import CaptureLost
-from ha.resync import StateBytes
-from node.engine import state
-from node.engine.engine import Engine
-from node.forked_capture import ForkedCapture
+from semiactive.ha.replica import CaptureLost
+from semiactive.ha.resync import StateBytes
+from semiactive.launcher.supervision import process_state
+from semiactive.node.engine import state
+from semiactive.node.engine.engine import Engine
+from semiactive.node.service.forked_capture import ForkedCapture
 from tests.unit.test_engine_state import RELATIONAL, _engine, _relational, _step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +90,7 @@ async def test_a_child_killed_from_outside_is_a_lost_capture_not_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The OOM killer or an operator may kill a child: the replica takes
-    the capture again later (ha.replica.CaptureLost) instead of failing."""
+    the capture again later (semiactive.ha.replica.CaptureLost) instead of failing."""
     monkeypatch.setattr(state, "capture", lambda engine: time.sleep(60))  # the child inherits it
     capture = ForkedCapture()
     pid, lost = await _signalled(signal.SIGKILL, capture)
@@ -133,8 +133,8 @@ def test_a_sigkilled_node_leaves_no_capture_child() -> None:
     parent = textwrap.dedent(
         """
         import asyncio, time
-        from node.engine import state
-        from node.forked_capture import ForkedCapture
+        from semiactive.node.engine import state
+        from semiactive.node.service.forked_capture import ForkedCapture
         from tests.unit.test_engine_state import RELATIONAL, _engine
 
         async def main():
@@ -168,8 +168,8 @@ def test_captures_taken_during_grpc_calls_all_complete() -> None:
     script = textwrap.dedent(
         """
         import asyncio
-        from node.engine import state
-        from node.forked_capture import ForkedCapture
+        from semiactive.node.engine import state
+        from semiactive.node.service.forked_capture import ForkedCapture
         import grpc
         from tests.unit.test_engine_state import RELATIONAL, _engine
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from node.cql import CqlError
-from node.engine import expressions
-from node.engine.generated_code import compile_generated
-from node.errors import UserError
-from node.sources import SourceDataError
-from node.tls import TlsError
 from semiactive import cli
 from semiactive.config import ConfigError
+from semiactive.errors import UserError
+from semiactive.node.connectors.sources import SourceDataError
+from semiactive.node.cql import CqlError
+from semiactive.node.engine import expressions
+from semiactive.node.engine.generated_code import compile_generated
+from semiactive.runtime.tls import TlsError
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "sensor_average.cql")
 

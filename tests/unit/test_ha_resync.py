@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ha.output_log import UNBOUNDED
-from ha.replica import CaptureLost, Mode, StageReplica
-from ha.resync import ResyncPoint, StateBytes
-from node.engine import state
-from node.engine.elements import Element
-from node.engine.state_codec import StateFormatError
+from semiactive.ha.output_log import UNBOUNDED
+from semiactive.ha.replica import CaptureLost, Mode, StageReplica
+from semiactive.ha.resync import ResyncPoint, StateBytes
+from semiactive.node.engine import state
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.state_codec import StateFormatError
 from semiactive.topology import Stage
 from tests.unit.ha_harness import build_topology, feed, replica, source_rows
 

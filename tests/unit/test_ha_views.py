@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ha.detector import FailureDetector, becoming_primary
-from ha.views import StageView, ViewTable
+from semiactive.ha.detector import FailureDetector, becoming_primary
+from semiactive.ha.views import StageView, ViewTable
 
 
 def test_newer_views_win_epoch_first() -> None:

@@ -1,4 +1,4 @@
-"""The gRPC health service (node/health.py) over real gRPC with mutual TLS,
+"""The gRPC health service (semiactive/runtime/health.py) over real gRPC with mutual TLS,
 in this process: SERVING while a node or the coordinator serves,
 NOT_SERVING once it shuts down; a checker needs a certificate of the
 cluster's CA (any identity), and ``semiactive health`` exits 0 only on
@@ -14,16 +14,16 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from coordinator.certificates import issue_cluster
-from coordinator.control import Coordinator
-from coordinator.ports import PortAllocator
-from coordinator.service import run_service
-from node.daemon import NodeDaemon
-from node.events import EventLog
-from node.health import Health, check, health_main, peer_of
-from node.network import GrpcNetwork
-from node.tls import ADMIN, COORDINATOR, Security
 from semiactive import config, topology
+from semiactive.admin.certificates import issue_cluster
+from semiactive.coordinator.control import Coordinator
+from semiactive.coordinator.service import run_service
+from semiactive.launcher.ports import PortAllocator
+from semiactive.node.service.daemon import NodeDaemon
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.health import Health, check, health_main, peer_of
+from semiactive.runtime.network import GrpcNetwork
+from semiactive.runtime.tls import ADMIN, COORDINATOR, Security
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "paper-chain-ha.yaml"
 

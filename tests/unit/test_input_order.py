@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from node.codec import RowCodec
-from node.cql import compile_program, plan
-from node.engine.elements import Element
-from node.engine.engine import Engine, InputOrderError, LateInputError, UnsortedInputError
-from node.engine.heartbeat import HeartbeatEngine
-from node.metrics import NodeMetrics
-from node.roles.sink import SinkRole
-from node.sections.input import NEVER, EdgeInput, RowOrderError
+from semiactive.node.cql import compile_program, plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine, InputOrderError, LateInputError, UnsortedInputError
+from semiactive.node.engine.heartbeat import HeartbeatEngine
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import NEVER, EdgeInput, RowOrderError
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.roles.sink import SinkRole
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
@@ -147,7 +147,7 @@ async def test_a_decreasing_frame_closes_its_stream_and_the_node_serves_on(
     bad = stub.Push()
     await bad.write(hello("node-bad"))
     assert (await read(bad)).welcome.next_seq == 1
-    with caplog.at_level(logging.WARNING, logger="node.roles.inbound"):
+    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.inbound"):
         await bad.write(batch(1, [5, 3], 5))
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await read(bad)

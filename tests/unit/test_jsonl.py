@@ -1,4 +1,4 @@
-"""The JSON Lines contract of sinks, ``query run`` and source logs (node/jsonl.py)."""
+"""The JSON Lines contract of sinks, ``query run`` and source logs (node/connectors/jsonl.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from node.cql import plan
-from node.jsonl import formatter, parse
+from semiactive.node.connectors.jsonl import formatter, parse
+from semiactive.node.cql import plan
 
 
 def _schema(*columns: tuple[str, plan.SqlType]) -> plan.Schema:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from ha.output_log import OutputLog
-from ha.views import ViewTable
-from node import outbound as outbound_module
-from node.events import EventLog
-from node.metrics import NodeMetrics
-from node.outbound import Outbound
 from semiactive import config
+from semiactive.ha.output_log import OutputLog
+from semiactive.ha.views import ViewTable
+from semiactive.node.service import outbound as outbound_module
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.outbound import Outbound
+from semiactive.runtime.events import EventLog
 from semiactive.topology import resolve
 from tests.processes import write_config
 
@@ -43,7 +43,10 @@ async def test_a_full_log_is_reported_once_with_the_consumer_that_pins_it(
         "node-0", stage, topology, {}, log_, ViewTable(), NodeMetrics("node-0", "node-0", "source"),
         epoch=lambda: 0, on_refused=lambda sender, details: None, events=events,
     )  # fmt: skip
-    with caplog.at_level(logging.WARNING, logger="node.outbound"), pytest.raises(TimeoutError):
+    with (
+        caplog.at_level(logging.WARNING, logger="semiactive.node.service.outbound"),
+        pytest.raises(TimeoutError),
+    ):
         await asyncio.wait_for(out.wait_room(), 0.5)  # still full: it keeps waiting
     records = [
         json.loads(line) for line in (tmp_path / "telemetry" / "events-node-0.jsonl").read_text().splitlines()

@@ -17,12 +17,13 @@ import urllib.request
 
 import pytest
 
-from coordinator.control import Coordinator
-from coordinator.metrics import CoordinatorMetrics
-from node import clock
-from node.events import EventLog
-from node.metrics import NodeMetrics, serve_metrics
 from semiactive import config, topology
+from semiactive.coordinator.control import Coordinator
+from semiactive.coordinator.metrics import CoordinatorMetrics
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.runtime import clock
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.metrics_endpoint import serve_metrics
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT
 

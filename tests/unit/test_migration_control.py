@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.control import WARMUP_S
-from coordinator.migration import TIMEOUT_S
-from ha.views import StageView
+from semiactive.coordinator.control import WARMUP_S
+from semiactive.coordinator.migration import TIMEOUT_S
+from semiactive.ha.views import StageView
 from semiactive.wire import control_pb2 as cpb
 from tests.unit.test_coordinator_control import FakeCluster, FakeNode
 

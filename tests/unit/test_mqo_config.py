@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from node.cql import plan
 from semiactive import config, topology
 from semiactive.config import ConfigError
+from semiactive.node.cql import plan
 
 BASE = """\
 name: m

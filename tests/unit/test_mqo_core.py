@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqo.clocks import HOUR_MS, Clock, ClockError, daily_clock, parse_clock
-from mqo.executor import Method, SharedExecutor
-from mqo.grouping import base_groups, cluster, may_share_base_group, window_ratio
-from mqo.query import Column, Comparison, ContinuousQuery, Literal, parse_queries, parse_query
-from mqo.reference import reference_results
-from mqo.similarity import ArrivalLog, similarity_matrix, usage, use_bitmap
-from node.cql.errors import CqlError
+from semiactive.mqo.clocks import HOUR_MS, Clock, ClockError, daily_clock, parse_clock
+from semiactive.mqo.executor import Method, SharedExecutor
+from semiactive.mqo.grouping import base_groups, cluster, may_share_base_group, window_ratio
+from semiactive.mqo.query import Column, Comparison, ContinuousQuery, Literal, parse_queries, parse_query
+from semiactive.mqo.similarity import ArrivalLog, similarity_matrix, usage, use_bitmap
+from semiactive.node.cql.errors import CqlError
+from semiactive.oracle.mqo_reference import reference_results
 
 TEMPLATE = "SELECT * FROM Quote, News WHERE Quote.name = News.company"
 

@@ -1,5 +1,5 @@
 """The MQO stage's operator section under the HA contract: its output is
-seed 003's semantics (mqo.reference) whatever the clustering, with queries
+seed 003's semantics (semiactive.oracle.mqo_reference) whatever the clustering, with queries
 registered and removed through the registry stream; and a replica rebuilt
 from any snapshot's cut (rows from ``state_low`` to the snapshot, then the
 counters) emits exactly what the original emits from there on."""
@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from mqo.clocks import Clock
-from mqo.executor import Method
-from mqo.query import parse_queries
-from mqo.stage import MqoStageSpec, output_columns, reference_output
-from node.sections.mqo import MqoEngine, pack_text, unpack_text
+from semiactive.mqo.clocks import Clock
+from semiactive.mqo.executor import Method
+from semiactive.mqo.query import parse_queries
+from semiactive.mqo.stage import MqoStageSpec, output_columns
+from semiactive.node.sections.mqo import MqoEngine, pack_text, unpack_text
+from semiactive.oracle.mqo_reference import reference_output
 
 Element = tuple[Any, ...]
 SCHEMAS = {"Quote": ("name", "price"), "News": ("company", "id"), "M": ("x",)}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.control import WARMUP_S
-from ha.routing import initial_views
-from node.events import EventLog
-from node.messages import view_to_pb
+from semiactive.coordinator.control import WARMUP_S
+from semiactive.ha.routing import initial_views
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.messages import view_to_pb
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT
 from tests.unit.test_config import BASE, _check, _load
@@ -52,7 +52,7 @@ class Reports:
     """Reports as the nodes send them: cumulative data bytes per output edge."""
 
     def __init__(self, tmp_path: Path, text: str) -> None:
-        from coordinator.control import Coordinator
+        from semiactive.coordinator.control import Coordinator
 
         self.topology = _load(tmp_path, text)
         names = list(self.topology.nodes)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from node.cql import compile_program
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.operators.aggregate import AggregateOp
-from node.engine.operators.pane_aggregate import PaneAggregateOp
-from node.engine.state import capture, restore
+from semiactive.node.cql import compile_program
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.operators.aggregate import AggregateOp
+from semiactive.node.engine.operators.pane_aggregate import PaneAggregateOp
+from semiactive.node.engine.state import capture, restore
 
 S = "REGISTER STREAM S (k integer, b integer, f float)\n"
 

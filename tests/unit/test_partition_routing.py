@@ -18,16 +18,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.codec import RowCodec
-from node.connections import ELIDED, elided_stamps
-from node.cql import plan
-from node.engine.elements import Element
-from node.metrics import NodeMetrics
-from node.partitions import InputRouting, PartitionSpec, owned_bitmap, owned_flags, value_hash
-from node.roles.sink import SinkRole
-from node.sections.input import EdgeInput, InputSection
 from semiactive import config
 from semiactive.config import ConfigError
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.connections import ELIDED, elided_stamps
+from semiactive.node.sections.input import EdgeInput, InputSection
+from semiactive.node.sections.partitions import (
+    InputRouting,
+    PartitionSpec,
+    owned_bitmap,
+    owned_flags,
+    value_hash,
+)
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.roles.sink import SinkRole
 from semiactive.topology import Edge, resolve
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
@@ -44,7 +50,10 @@ def test_equal_numbers_hash_equal_and_texts_hash_the_same_in_every_process() -> 
     assert value_hash(3) != value_hash(3.5)
     words = ["alice", "bob", "", "ünïcode", "x" * 40]
     here = [value_hash(w) % 7 for w in words]
-    code = f"from node.partitions import value_hash; print([value_hash(w) % 7 for w in {words!r}])"
+    code = (
+        "from semiactive.node.sections.partitions import value_hash; "
+        f"print([value_hash(w) % 7 for w in {words!r}])"
+    )
     for seed in ("1", "2"):
         out = subprocess.run(
             [sys.executable, "-c", code],

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
-from coordinator.oracle_diff import compare, element_timeline
-from node.cql import CqlError, compile_program, plan
-from node.cql.partitioning import PartitioningError, check_partitioning
-from node.engine.elements import Element
-from node.partitions import InputRouting, key_positions, value_hash
-from semiactive.embedded import execute, execute_partitioned
+from semiactive.embedded.query import execute, execute_partitioned
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.cql.partitioning import PartitioningError, check_partitioning
+from semiactive.node.engine.elements import Element
+from semiactive.node.sections.partitions import InputRouting, key_positions, value_hash
+from semiactive.oracle.diff import compare, element_timeline
 from tests.unit.test_cql_oracle import COLUMNS, FAMILIES, SCHEMA, relations, streams, wrap
 
 Keys = dict[str, tuple[str, ...] | None]

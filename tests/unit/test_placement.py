@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from placement.exact import ilp_optimum, is_forest, tree_optimum
-from placement.network import Link, Network, NetworkError, from_node_link, load_network
-from placement.plan import DUMMY, Edge, Operator, OperatorPlan, PlanError, load_plan
-from placement.problem import Problem
-from placement.solve import METHODS, problem_for, solve
-from placement.usage import link_rates, network_usage
 from semiactive.config import ConfigError
+from semiactive.placement.exact import ilp_optimum, is_forest, tree_optimum
+from semiactive.placement.network import Link, Network, NetworkError, from_node_link, load_network
+from semiactive.placement.plan import DUMMY, Edge, Operator, OperatorPlan, PlanError, load_plan
+from semiactive.placement.problem import Problem
+from semiactive.placement.solve import METHODS, problem_for, solve
+from semiactive.placement.usage import link_rates, network_usage
 
 
 def fig4_network() -> Network:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from node.network import insecure
+from semiactive.runtime.network import insecure
 
 
 def test_a_listening_port_is_alive_and_a_closed_one_dead() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from coordinator.ports import LOWEST, PortAllocator, ephemeral_low, port_in_use
+from semiactive.launcher.ports import LOWEST, PortAllocator, ephemeral_low, port_in_use
 
 
 def test_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:

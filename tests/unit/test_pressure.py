@@ -13,11 +13,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ha.output_log import OutputLog
-from ha.replica import capture_now
-from ha.resync import ResyncPoint, StateBytes, StateSnapshot
-from node.engine.elements import Element
-from node.engine.engine import Engine
+from semiactive.ha.output_log import OutputLog
+from semiactive.ha.replica import capture_now
+from semiactive.ha.resync import ResyncPoint, StateBytes, StateSnapshot
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
 from semiactive.wire import dataplane_pb2 as pb
 from tests.unit.ha_harness import build_topology, replica, source_rows
 from tests.unit.sink_server import served_sink, until_next_seq

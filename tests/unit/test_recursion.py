@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from node.cql import CqlError, compile_program, plan
-from node.cql.examples import FIG1, FIG1_DELAYED
+from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.cql.examples import FIG1, FIG1_DELAYED
 from tests.unit.engine_harness import run
 
 # -- Fig. 1: automated trading ------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_every_pass_through_a_delay_adds_exactly_d(delay: str, d: int) -> None:
 
 
 def test_query_run_lets_a_recursive_program_settle_after_its_last_input() -> None:
-    from semiactive import embedded
+    from semiactive.embedded import query as embedded
 
     program = compile_program(COUNTDOWN.format(delay="<2 ms>"))
     out = embedded.execute(program, {"s": [(5, 1, 1, 2)]})

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from analytics.runs import discover
+from semiactive.analytics.runs import discover
 from tests.processes import bench_module
 
 ROOT = Path(__file__).resolve().parents[2]

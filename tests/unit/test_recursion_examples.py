@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from node.cql import compile_program, explain
-from node.cql.examples import FILES, fig7
-from node.engine.engine import Engine
-from node.sections.operator import OperatorSection
-from semiactive import config, embedded, topology
+from semiactive import config, topology
 from semiactive.cli import main
 from semiactive.config import ConfigError
+from semiactive.embedded import query as embedded
+from semiactive.node.cql import compile_program, explain
+from semiactive.node.cql.examples import FILES, fig7
+from semiactive.node.engine.engine import Engine
+from semiactive.node.sections.operator import OperatorSection
 from tests.processes import ROOT, chain_config, write_config
 
 EXAMPLES = ROOT / "examples"
@@ -24,7 +25,7 @@ TRADING_SETS = ["trading-distinct", "trading-tie"]
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_example_files_are_the_generated_texts(name: str) -> None:
-    # Rewrite them with: python -m node.cql.examples examples
+    # Rewrite them with: python -m semiactive.node.cql.examples examples
     assert (EXAMPLES / name).read_text() == FILES[name]
     compile_program(FILES[name])
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from node.cql import compile_program
-from node.cql.examples import fig7, fig7_open
-from node.engine import planner
-from node.engine.elements import Element
-from node.engine.engine import Engine
-from node.engine.heartbeat import HeartbeatEngine, RecursiveProgramError
-from node.engine.operators.base import Operator
-from node.engine.ordering import StepKind, dts_order
+from semiactive.node.cql import compile_program
+from semiactive.node.cql.examples import fig7, fig7_open
+from semiactive.node.engine import planner
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import Engine
+from semiactive.node.engine.heartbeat import HeartbeatEngine, RecursiveProgramError
+from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.ordering import StepKind, dts_order
 
 # -- Fig. 6: nested loops ----------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from node.replay_clock import ReplayClock, parse_speed
+from semiactive.node.connectors.replay_clock import ReplayClock, parse_speed
 
 
 def test_one_speed_divides_the_data_offset() -> None:

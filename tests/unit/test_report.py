@@ -1,4 +1,4 @@
-"""The run report (coordinator/report.py) from a run directory's telemetry,
+"""The run report (semiactive/launcher/measurements.py) from a run directory's telemetry,
 written here by hand: which detection and recovery belong to which fault."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coordinator.report import analyse
 from semiactive import config, topology
+from semiactive.launcher.measurements import analyse
 from tests.processes import ROOT
 
 T0 = 1_800_000_000.0

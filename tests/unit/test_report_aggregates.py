@@ -21,8 +21,8 @@ pyspark = pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-from analytics import report_job  # noqa: E402
-from analytics.runs import ReportInputError, discover  # noqa: E402
+from semiactive.analytics import report_job  # noqa: E402
+from semiactive.analytics.runs import ReportInputError, discover  # noqa: E402
 from semiactive.cli import main  # noqa: E402
 
 T0 = 1_800_000_000.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from node.cql import compile_program
-from node.cql.retention import lasting_state
 from semiactive import config, topology
+from semiactive.node.cql import compile_program
+from semiactive.node.cql.retention import lasting_state
 
 STREAMS = "REGISTER STREAM s (k integer, v integer)\nREGISTER RELATION r (k integer, w integer)\n"
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from ha.output_log import UNBOUNDED, OutputLog
-from ha.resync import ResyncPoint, StateSnapshot
-from node.codec import RowCodec
-from node.cql import plan
-from node.engine.elements import Element
-from node.sections.input import NEVER, EdgeInput, InputSection, SeqGapError
-from node.sections.operator import CostSchedule
+from semiactive.ha.output_log import UNBOUNDED, OutputLog
+from semiactive.ha.resync import ResyncPoint, StateSnapshot
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import NEVER, EdgeInput, InputSection, SeqGapError
+from semiactive.node.sections.operator import CostSchedule
 
 SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))
 CODEC = RowCodec(SCHEMA, plan.Kind.STREAM)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from node.cql import CqlError, compile_program
-from semiactive import embedded
+from semiactive.embedded import query as embedded
+from semiactive.node.cql import CqlError, compile_program
 
 INPUTS = "REGISTER STREAM S1 (A integer, B integer)\nREGISTER STREAM S2 (A integer, C integer)\n"
 

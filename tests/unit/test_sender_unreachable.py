@@ -9,11 +9,11 @@ import asyncio
 
 import pytest
 
-from coordinator.ports import PortAllocator
-from ha.output_log import OutputLog
-from node.codec import RowCodec
-from node.cql import plan
-from node.transport import EdgeSender, PeerUnreachable
+from semiactive.ha.output_log import OutputLog
+from semiactive.launcher.ports import PortAllocator
+from semiactive.node.cql import plan
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.service.transport import EdgeSender, PeerUnreachable
 from semiactive.wire import dataplane_pb2 as pb
 
 SCHEMA = plan.Schema((plan.Column("v", plan.INTEGER),))

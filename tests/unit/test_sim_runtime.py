@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 import pytest
 
-from semiactive.sim.memory_network import WINDOW, Fabric
-from semiactive.sim.virtual_loop import EPOCH_UNIX_S, Stalled, VirtualLoop
+from semiactive.simulation.memory_network import WINDOW, Fabric
+from semiactive.simulation.virtual_loop import EPOCH_UNIX_S, Stalled, VirtualLoop
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb

@@ -1,4 +1,4 @@
-"""Where tuples come from (node/sources.py): rate schedules, the seeded
+"""Where tuples come from (node/connectors/sources.py): rate schedules, the seeded
 synthetic generator, and CSV / JSON Lines replay with located errors."""
 
 from __future__ import annotations
@@ -9,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from node.cql import plan
-from node.sources import Phase, RateSchedule, SourceDataError, SyntheticSource, read_rows, wire_size
+from semiactive.node.connectors.sources import (
+    Phase,
+    RateSchedule,
+    SourceDataError,
+    SyntheticSource,
+    read_rows,
+)
+from semiactive.node.cql import plan
+from semiactive.node.sections.codec import wire_size
 
 
 def _schema(*columns: tuple[str, plan.SqlType]) -> plan.Schema:

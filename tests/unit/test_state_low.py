@@ -10,11 +10,11 @@ from collections import deque
 
 import pytest
 
-from node.cql import plan
-from node.engine.elements import Element
-from node.engine.operators.base import OldestHead, Operator
-from node.engine.operators.partition_aggregate import PartitionAggregateOp
-from node.engine.operators.windows import (
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.operators.base import OldestHead, Operator
+from semiactive.node.engine.operators.partition_aggregate import PartitionAggregateOp
+from semiactive.node.engine.operators.windows import (
     PartitionRangeWindowOp,
     PartitionWindowOp,
     RangeWindowOp,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ha.resync import ResyncPoint, StateSnapshot
-from ha.state_transfer import KEEP_STATES, StateAssembler, StateTransferError, chunks
+from semiactive.ha.resync import ResyncPoint, StateSnapshot
+from semiactive.ha.state_transfer import KEEP_STATES, StateAssembler, StateTransferError, chunks
 
 
 @given(st.binary(max_size=5000), st.integers(1, 700), st.integers(1, 10**9))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.cql import CqlError, compile_program
+from semiactive.node.cql import CqlError, compile_program
 from tests.unit.engine_harness import run
 
 VIEWS = """

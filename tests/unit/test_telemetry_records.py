@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.manifest import Campaign, parse_tags, write_run
-from node import telemetry
-from node.events import EventLog
 from semiactive.config import ConfigError
+from semiactive.launcher.manifest import Campaign, parse_tags, write_run
+from semiactive.runtime import telemetry
+from semiactive.runtime.events import EventLog
 from semiactive.wire import control_pb2 as cpb
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "telemetry.md"

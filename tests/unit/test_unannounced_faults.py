@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.faults import Fault, FaultKind
-from coordinator.nemesis import Nemesis, NemesisError, launcher_started, read_history, runs
-from coordinator.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
-from coordinator.report import analyse
-from coordinator.supervision import ProcessWatch, process_state, start_ticks
-from node.events import EventLog
 from semiactive import config, topology
+from semiactive.campaigns.nemesis import Nemesis, NemesisError, launcher_started, read_history, runs
+from semiactive.launcher.faults import Fault, FaultKind
+from semiactive.launcher.measurements import analyse
+from semiactive.launcher.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
+from semiactive.launcher.supervision import ProcessWatch, process_state, start_ticks
+from semiactive.runtime.events import EventLog
 from semiactive.topology import Topology
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT

@@ -12,9 +12,9 @@ from typing import Any
 import grpc
 import pytest
 
-from node.transport import DataPlaneServer, Rejected
-from semiactive.sim.memory_network import Fabric
-from semiactive.sim.virtual_loop import VirtualLoop
+from semiactive.node.service.transport import DataPlaneServer, Rejected
+from semiactive.simulation.memory_network import Fabric
+from semiactive.simulation.virtual_loop import VirtualLoop
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 

@@ -11,19 +11,19 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ha.output_log import OutputLog
-from ha.views import ViewTable
-from node.codec import INT_NULL, OutOfRangeError, RowCodec
-from node.cql import compile_program, plan
-from node.engine.engine import Engine, EvaluationError
-from node.metrics import NodeMetrics
-from node.roles.inbound import InboundEdgeSession
-from node.roles.sink import SinkRole
-from node.sections.input import EdgeInput, InputSection
-from node.sources import INT_MAX, INT_MIN, SourceDataError, convert, read_rows
-from node.transport import DataPlaneServer, EdgeSender
-from semiactive import embedded
 from semiactive.cli import main
+from semiactive.embedded import query as embedded
+from semiactive.ha.output_log import OutputLog
+from semiactive.ha.views import ViewTable
+from semiactive.node.connectors.sources import INT_MAX, INT_MIN, SourceDataError, convert, read_rows
+from semiactive.node.cql import compile_program, plan
+from semiactive.node.engine.engine import Engine, EvaluationError
+from semiactive.node.sections.codec import INT_NULL, OutOfRangeError, RowCodec
+from semiactive.node.sections.input import EdgeInput, InputSection
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.roles.inbound import InboundEdgeSession
+from semiactive.node.service.roles.sink import SinkRole
+from semiactive.node.service.transport import DataPlaneServer, EdgeSender
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc

@@ -10,14 +10,14 @@ import asyncio
 import contextlib
 import json
 
-from coordinator import web_server
-from coordinator.control import Coordinator
-from coordinator.live_view import LiveView
-from coordinator.web_server import WebServer
-from ha.views import StageView
-from node.events import EventLog
-from node.messages import view_to_pb
 from semiactive import config, topology
+from semiactive.coordinator import web_server
+from semiactive.coordinator.control import Coordinator
+from semiactive.coordinator.live_view import LiveView
+from semiactive.coordinator.web_server import WebServer
+from semiactive.ha.views import StageView
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.messages import view_to_pb
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT
 
@@ -61,7 +61,7 @@ def test_the_snapshot_prices_the_placement_and_routes_the_links() -> None:
     coordinator.events.emit("registered", target="x")  # not a control event: not shown
     assert [e["event"] for e in view.snapshot(1.0)["events"]] == ["migrated"]
     # An epoch that went up without a migration handing it over is a failover.
-    from ha.views import StageView
+    from semiactive.ha.views import StageView
 
     coordinator.views["sum-2"] = StageView("sum-2", 0, 0, "node-3", "node-4")
     view.sample(101.0)

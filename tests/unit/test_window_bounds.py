@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.oracle_diff import compare, element_timeline
-from coordinator.sql_oracle import Feed, evaluate
-from node.cql import compile_program, explain
-from node.cql.bounds import WindowBounds
-from node.engine.engine import Engine
-from semiactive import config, embedded, topology
+from semiactive import config, topology
+from semiactive.embedded import query as embedded
+from semiactive.node.cql import compile_program, explain
+from semiactive.node.cql.bounds import WindowBounds
+from semiactive.node.engine.engine import Engine
+from semiactive.oracle.diff import compare, element_timeline
+from semiactive.oracle.sql_oracle import Feed, evaluate
 
 PROGRAM = "REGISTER STREAM S (v integer)\nREGISTER QUERY q AS DSTREAM(SELECT * FROM S {window})\n"
 ROW = [(0, 1, 1, 7)]  # one tuple at ts 0

@@ -18,11 +18,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from node.cql import plan
-from node.engine import expressions
-from node.engine.elements import Element
-from node.engine.operators.base import Operator
-from node.engine.state_codec import state_class
+from semiactive.node.cql import plan
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.state_codec import state_class
 
 
 def exact_add(partials: list[float], x: float) -> None:

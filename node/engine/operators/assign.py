@@ -5,12 +5,12 @@ value, projected on the attributes r names (constants, or values of r's
 columns), joined with r. Inputs: R, then every candidate, all relations.
 
 It is a join whose right side is chosen per row, kept incrementally like
-:class:`~node.engine.operators.join.JoinOp`: at an instant each candidate's
+:class:`~semiactive.node.engine.operators.join.JoinOp`: at an instant each candidate's
 changes meet R as it was, then R's changes meet the candidates as they now
 are; together that is exactly the change of the result. Candidates first,
 so that a candidate's rows at an instant matter only if some row of R names
 it at that instant (before or after R's changes): what connection
-management (:mod:`node.connections`) relies on to leave the rest unsent. A row of R that
+management (:mod:`semiactive.node.sections.connections`) relies on to leave the rest unsent. A row of R that
 names no candidate, or an attribute its candidate lacks, can never produce
 and is not kept; a candidate row whose value does not fit the declared type
 gives no row with it. None of these is an error.
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from node.cql import plan
-from node.engine.elements import Element, Row
-from node.engine.operators.base import Operator
-from node.engine.operators.relational import Multiset
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element, Row
+from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.operators.relational import Multiset
 
 NO_FIT = object()  # what a converter returns for a value outside its type
 

@@ -22,8 +22,8 @@ import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import ClassVar
 
-from node.engine.elements import Element
-from node.engine.state_codec import Form, state_class
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.state_codec import Form, state_class
 
 EMPTY: list[Element] = []
 
@@ -75,7 +75,7 @@ class Operator:
         return None
 
     def check_state(self) -> None:
-        """Raise :class:`~node.engine.state_codec.StateFormatError` if the
+        """Raise :class:`~semiactive.node.engine.state_codec.StateFormatError` if the
         state a snapshot just set breaks an invariant this operator's code
         relies on (a rogue member's forged snapshot must be refused, not
         crash the node later). Types are already checked; only operators

@@ -4,7 +4,7 @@
 every window change as a delta and applies it to a group: about 2 deltas per
 tuple. Fused, a tuple costs an append, an add and (when the window is full)
 a subtract. The result is the same relation change stream as
-:class:`~node.engine.operators.aggregate.AggregateOp` over the window would
+:class:`~semiactive.node.engine.operators.aggregate.AggregateOp` over the window would
 produce (tests compare the two), so the rewrite is invisible.
 
 Fused only where the arithmetic is exact incrementally: COUNT, and SUM / AVG
@@ -18,10 +18,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from node.cql import plan
-from node.engine import expressions
-from node.engine.elements import Element
-from node.engine.operators.base import Operator
+from semiactive.node.cql import plan
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.operators.base import Operator
 
 
 def fusable(node: plan.Aggregate) -> bool:

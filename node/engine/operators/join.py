@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from node.cql import plan
-from node.engine import expressions
-from node.engine.elements import Element, Row
-from node.engine.operators.base import Operator, instants2
-from node.engine.operators.relational import Multiset, load_multiset
-from node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_form
+from semiactive.node.cql import plan
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import Element, Row
+from semiactive.node.engine.operators.base import Operator, instants2
+from semiactive.node.engine.operators.relational import Multiset, load_multiset
+from semiactive.node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_form
 
 NO_MATCH = object()  # the key of a row whose join key has a NULL
 

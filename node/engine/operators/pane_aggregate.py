@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
-from node.cql import plan
-from node.engine.elements import Element
-from node.engine.operators.aggregate import GroupCode, indent
-from node.engine.operators.base import Operator
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.operators.aggregate import GroupCode, indent
+from semiactive.node.engine.operators.base import Operator
 
 
 def fusable(node: plan.Aggregate) -> bool:
@@ -119,7 +119,7 @@ else:
 class PaneAggregateOp(Operator):
     """The fused operator. State: the panes not yet entered (``waiting``),
     the panes in the window (``active``) and the aggregate's groups (the
-    layout of :class:`~node.engine.operators.aggregate.AggregateOp`)."""
+    layout of :class:`~semiactive.node.engine.operators.aggregate.AggregateOp`)."""
 
     STATE = ("waiting", "active", "groups")
 

@@ -20,10 +20,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from node.cql import plan
-from node.engine.elements import Element
-from node.engine.operators.aggregate import GroupCode, group_loop, indent
-from node.engine.operators.base import LowBound, OldestHead, Operator
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.operators.aggregate import GroupCode, group_loop, indent
+from semiactive.node.engine.operators.base import LowBound, OldestHead, Operator
 
 # Element ``e`` enters its key's partition and group; the oldest element
 # leaves both once the partition holds more than ``rows``.

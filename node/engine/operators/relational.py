@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from node.cql import plan
-from node.engine import expressions
-from node.engine.elements import Element, Row
-from node.engine.operators.base import Operator, instants2, merge_by_ts
-from node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_class
+from semiactive.node.cql import plan
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import Element, Row
+from semiactive.node.engine.operators.base import Operator, instants2, merge_by_ts
+from semiactive.node.engine.state_codec import Form, StateFormatError, plain_int, plain_row, state_class
 
 
 class SelectOp(Operator):

@@ -10,11 +10,11 @@ import operator
 from collections import deque
 from collections.abc import Sequence
 
-from node.cql import plan
-from node.engine import expressions
-from node.engine.elements import Element, Row
-from node.engine.operators.base import EMPTY, Operator, instants
-from node.engine.operators.relational import Multiset
+from semiactive.node.cql import plan
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import Element, Row
+from semiactive.node.engine.operators.base import EMPTY, Operator, instants
+from semiactive.node.engine.operators.relational import Multiset
 
 
 class ScanOp(Operator):

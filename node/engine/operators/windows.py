@@ -18,10 +18,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from node.engine import expressions
-from node.engine.elements import VALUES, Element
-from node.engine.operators.base import LowBound, OldestHead, Operator
-from node.engine.state_codec import StateFormatError
+from semiactive.node.engine import expressions
+from semiactive.node.engine.elements import VALUES, Element
+from semiactive.node.engine.operators.base import LowBound, OldestHead, Operator
+from semiactive.node.engine.state_codec import StateFormatError
 
 
 def _head_low(buf: deque[Element]) -> int | None:

@@ -1,0 +1,255 @@
+"""Where tuples come from: pure, deterministic generators. The daemon paces
+them against the wall clock; the tuples themselves never depend on it.
+
+- :class:`SyntheticSource`: seeded pseudo-random tuples on a rate schedule
+  (e.g. 100 tuples/s, then 1000 tuples/s from 10 s). Tuple i's timestamp is
+  a function of i and the schedule, so a re-run emits the same stream.
+- :class:`FileSource`: replay of a CSV or JSON Lines file with a ``ts``
+  column (integer ms, non-decreasing); a relation's file has an ``op``
+  column with ``+`` or ``-``.
+
+Every value read is checked against its column's type (:func:`convert`):
+an integer must fit the range that travels (``plan.INT_MIN..INT_MAX``), a
+float must be finite, text must fit its ``char(n)``. Synthetic values are
+in range by construction.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import math
+import random
+import string
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from semiactive.errors import UserError
+from semiactive.node.cql import plan
+
+# An input integer outside the range (plan.INT_MIN..INT_MAX) would either
+# stop the sender or silently become NULL downstream.
+INT_MIN, INT_MAX = plan.INT_MIN, plan.INT_MAX
+# Event time stays clear of the engine's "before any time" and "forever"
+# sentinels (+-2**62), so that every ts is a real instant.
+TS_MIN = -(2**62) + 1
+TS_MAX = 2**62 - 1
+
+
+class SourceDataError(UserError, ValueError):
+    """A row of an input file that does not match the stream's schema."""
+
+
+def _shown(value: str) -> str:
+    """A value for an error message, cut short if it is long."""
+    return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+
+
+def check_ts(ts: int, where: str) -> int:
+    """``ts`` if it is an instant the cluster can carry, else a
+    :class:`SourceDataError` at ``where``."""
+    if not TS_MIN <= ts <= TS_MAX:
+        raise SourceDataError(f"{where}: ts {ts} is out of range [{TS_MIN}, {TS_MAX}]")
+    return ts
+
+
+@dataclass(frozen=True)
+class Phase:
+    start_ms: int
+    rate: float  # tuples per second
+
+
+class RateSchedule:
+    """Maps tuple index to timestamp: within a phase starting at T with rate
+    r, the j-th tuple has ts = T + floor(j * 1000 / r). Exact arithmetic, so
+    phase boundaries never drift."""
+
+    def __init__(self, phases: Sequence[Phase]) -> None:
+        self.starts = [p.start_ms for p in phases]
+        self.rates = [Fraction(p.rate).limit_denominator(10**6) for p in phases]
+        # Index of the first tuple of each phase.
+        self.first_index: list[int] = []
+        index = 0
+        for k, rate in enumerate(self.rates):
+            self.first_index.append(index)
+            if k + 1 < len(self.rates):
+                index += math.ceil((self.starts[k + 1] - self.starts[k]) * rate / 1000)
+
+    def _phase_of_index(self, i: int) -> int:
+        return bisect.bisect_right(self.first_index, i) - 1
+
+    def ts(self, i: int) -> int:
+        k = self._phase_of_index(i)
+        return self.starts[k] + math.floor((i - self.first_index[k]) * 1000 / self.rates[k])
+
+    def count_until(self, ms: float) -> int:
+        """How many tuples have ts <= ms."""
+        if ms < 0:
+            return 0
+        x = math.floor(ms)
+        k = bisect.bisect_right(self.starts, x) - 1
+        n = self.first_index[k] + math.ceil((x - self.starts[k] + 1) * self.rates[k] / 1000)
+        if k + 1 < len(self.first_index):
+            n = min(n, self.first_index[k + 1])
+        return n
+
+
+class SyntheticSource:
+    """Tuples for a schema: ``id`` counts from 0, other integers are uniform
+    in [0, 1000), floats in [0, 1000), text random letters. The last char
+    column (``pad``, added by the topology when ``tuple_bytes`` asks for it)
+    is a fixed filler."""
+
+    def __init__(self, schema: plan.Schema, schedule: RateSchedule, seed: int) -> None:
+        self.schema = schema
+        self.schedule = schedule
+        self.seed = seed
+        self.index = 0
+        self._rng = random.Random(seed)
+        self._makers = [self._maker(c) for c in schema.columns]
+
+    def _maker(self, column: plan.Column) -> Any:
+        rng = self._rng
+        name = column.type.name
+        if column.name == "id" and name is plan.TypeName.INTEGER:
+            return lambda i: i
+        if column.name == "pad" and name is plan.TypeName.CHAR:
+            filler = ("semiactive" * (column.type.length // 10 + 1))[: column.type.length]
+            return lambda i: filler
+        if name is plan.TypeName.INTEGER:
+            return lambda i: rng.randrange(1000)
+        if name is plan.TypeName.FLOAT:
+            return lambda i: round(rng.random() * 1000, 3)
+        if name is plan.TypeName.BYTE:
+            return lambda i: rng.choice(string.ascii_lowercase)
+        length = column.type.length
+        return lambda i: "".join(rng.choices(string.ascii_lowercase, k=length))
+
+    def next_ts(self) -> int:
+        return self.schedule.ts(self.index)
+
+    def take(self, count: int) -> list[tuple[Any, ...]]:
+        """The next ``count`` tuples as elements ``(ts, seq, 1, values...)``."""
+        out = []
+        makers = self._makers
+        ts = self.schedule.ts
+        for i in range(self.index, self.index + count):
+            out.append((ts(i), i + 1, 1, *[m(i) for m in makers]))
+        self.index += count
+        return out
+
+    def due(self, elapsed_ms: float) -> int:
+        """How many tuples are due by ``elapsed_ms`` and not yet taken."""
+        return max(0, self.schedule.count_until(elapsed_ms) - self.index)
+
+
+def convert(value: str | None, column: plan.Column, where: str) -> Any:
+    """An input value of ``column`` parsed and checked against its type;
+    :class:`SourceDataError` at ``where`` (file:line, row) if it does not fit."""
+    if value is None:
+        raise SourceDataError(f"{where}: column {column.name}: no value (NULL is not an input value)")
+    name = column.type.name
+    if name is plan.TypeName.INTEGER:
+        return _integer(value, column, where)
+    if name is plan.TypeName.FLOAT:
+        return _float(value, column, where)
+    text = str(value)
+    if name is plan.TypeName.BYTE:
+        # One byte on the wire (latin-1): exactly one character.
+        if len(text) != 1 or ord(text) > 0xFF:
+            raise SourceDataError(f"{where}: column {column.name}: {_shown(text)} is not one byte")
+        return text
+    if len(text.encode()) > column.type.length:
+        raise SourceDataError(f"{where}: column {column.name}: {_shown(text)} is longer than {column.type}")
+    return text
+
+
+def _integer(value: str, column: plan.Column, where: str) -> int:
+    try:
+        integer = int(value)
+    except ValueError:
+        raise SourceDataError(f"{where}: column {column.name}: {_shown(value)} is not integer") from None
+    if not INT_MIN <= integer <= INT_MAX:
+        raise SourceDataError(
+            f"{where}: column {column.name}: {_shown(value)} is out of the integer range "
+            f"[{INT_MIN}, {INT_MAX}] (64-bit; -2^63 is reserved for NULL)"
+        )
+    return integer
+
+
+def _float(value: str, column: plan.Column, where: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise SourceDataError(f"{where}: column {column.name}: {_shown(value)} is not float")
+    return number
+
+
+def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterator[tuple[Any, ...]]:
+    """Elements ``(ts, seq, sign, values...)`` from a CSV (header row) or
+    JSON Lines file. Raises :class:`SourceDataError` naming file and line."""
+    path = Path(path)
+    relation = kind is plan.Kind.RELATION
+    names = [c.name for c in schema.columns]
+    records: Iterator[tuple[int, dict[str, Any]]]
+    try:
+        handle = path.open(newline="")
+    except OSError as exc:
+        raise SourceDataError(f"{path}: cannot open: {exc.strerror}") from None
+    with handle:
+        if path.suffix in (".jsonl", ".json", ".ndjson"):
+            records = (
+                (n, _json_line(path, n, line)) for n, line in enumerate(handle, start=1) if line.strip()
+            )
+        else:
+            reader = csv.DictReader(handle, restkey=_EXTRA)
+            header = reader.fieldnames or []
+            missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
+            if missing:
+                raise SourceDataError(f"{path}:1: missing column(s) {', '.join(missing)} in the header")
+            records = ((reader.line_num, row) for row in reader)
+        last_ts: int | None = None
+        for seq, (line, record) in enumerate(records, start=1):
+            where = f"{path}:{line}"
+            if _EXTRA in record:
+                raise SourceDataError(f"{where}: more fields than the header has ({len(header)})")
+            try:
+                ts = int(record["ts"])
+            except (KeyError, TypeError, ValueError):
+                raise SourceDataError(f"{where}: ts must be an integer (ms)") from None
+            check_ts(ts, where)
+            if last_ts is not None and ts < last_ts:
+                raise SourceDataError(f"{where}: ts {ts} goes back in time (previous {last_ts})")
+            last_ts = ts
+            sign = 1
+            if relation:
+                op = record.get("op")
+                if op not in ("+", "-"):
+                    raise SourceDataError(f"{where}: op must be + or -")
+                sign = 1 if op == "+" else -1
+            try:
+                values = [convert(record[c.name], c, where) for c in schema.columns]
+            except KeyError as exc:
+                raise SourceDataError(f"{where}: missing column {exc.args[0]}") from None
+            yield (ts, seq, sign, *values)
+
+
+_EXTRA = "\0extra"  # DictReader's key for the fields of a row longer than the header
+
+
+def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SourceDataError(f"{path}:{n}: not JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise SourceDataError(f"{path}:{n}: expected a JSON object")
+    # Values as the text convert() parses, so that 1.5 or true is no integer
+    # and null stays missing; strings as they are.
+    return {k: v if v is None or isinstance(v, str) else json.dumps(v) for k, v in value.items()}

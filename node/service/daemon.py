@@ -1,0 +1,686 @@
+"""The node daemon: one process serving one role of the topology.
+
+It owns the gRPC server (data plane, control plane, ingest) and the views
+(who serves which stage). Its role is what the views say: the source or
+sink it was configured as, or a replica of a stage, primary or secondary,
+or a spare waiting to be assigned. A replaced primary is fenced and becomes
+a spare; a spare named secondary of a stage becomes that stage's replica and
+bootstraps from its producers' retained logs.
+
+A startup problem (port taken, unknown node) raises :class:`StartupError`;
+a peer never reached raises :class:`~semiactive.node.service.transport.PeerUnreachable`; both
+end the process with a one-line message and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from semiactive.ha.output_log import UNBOUNDED, OutputLog
+from semiactive.ha.replica import Mode
+from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
+from semiactive.node.connectors.sources import SourceDataError
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import EdgeInput, InputSection
+from semiactive.node.service.coordinator_link import CoordinatorLink
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.outbound import Outbound
+from semiactive.node.service.peers import Peers
+from semiactive.node.service.roles.inbound import InboundEdgeSession, Receiver
+from semiactive.node.service.roles.replica import ReplicaRole
+from semiactive.node.service.roles.sink import SinkRole
+from semiactive.node.service.roles.source import SourceRole
+from semiactive.node.service.transport import DataPlaneServer, Rejected
+from semiactive.runtime import authorization, clock, telemetry
+from semiactive.runtime.atomic_file import write_json
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.health import Health
+from semiactive.runtime.messages import point_to_pb, view_from_pb, view_to_pb
+from semiactive.runtime.network import Network, insecure
+from semiactive.runtime.tls import caller
+from semiactive.topology import NodeRole, Stage, Topology
+from semiactive.wire import control_pb2 as cpb
+from semiactive.wire import control_pb2_grpc as cpb_grpc
+from semiactive.wire import dataplane_pb2 as pb
+from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+DRAIN_LIMIT_S = 10.0
+REPORT_INTERVAL_S = 0.1  # to the coordinator
+MAX_BATCH_SIZE = 2**31 - 1
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+def tuning_intervals(topology: Topology) -> dict[str, float]:
+    """Per stage that is A-SAS or feeds one: the shortest tuning interval, s."""
+    out: dict[str, float] = {}
+    for stage in topology.stages.values():
+        if stage.config is None or stage.config.ha.mode != "asas":
+            continue
+        interval = stage.config.ha.interval_ms / 1000
+        for name in (stage.name, *(e.producer for e in stage.inputs)):
+            out[name] = min(out.get(name, REPORT_INTERVAL_S), interval)
+    return out
+
+
+class NodeDaemon:
+    def __init__(
+        self,
+        topology: Topology,
+        name: str,
+        addresses: Mapping[str, str],
+        *,
+        metrics_port: int | None = None,
+        run_dir: Path | None = None,
+        start_now: bool = False,
+        spare: bool = False,
+        coordinator: str | None = None,
+        network: Network | None = None,
+        capture_in_child: bool = True,
+    ) -> None:
+        """``capture_in_child``: take operator state snapshots in a forked
+        child (node/service/forked_capture.py), not on the event loop; the in-memory
+        simulation, whose processes share one loop, turns it off."""
+        if name not in topology.nodes:
+            raise StartupError(
+                f"no node named {name!r} in {topology.path}; nodes: {', '.join(topology.nodes)}"
+            )
+        self.topology = topology
+        self.name = name
+        role = NodeRole.SPARE if spare else topology.nodes[name].role
+        self.addresses = dict(addresses)
+        self.listen = self.addresses[name]
+        self.metrics_port = metrics_port
+        self.run_dir = run_dir
+        self.start_now = start_now
+        self.coordinator = coordinator
+        self.capture_in_child = capture_in_child
+        self.started_at = clock.monotonic()
+        self.since = clock.wall()  # names this incarnation's series of counters
+        self._tuning_intervals = tuning_intervals(topology)
+        self.exit = asyncio.Event()
+        self.drain_then_exit = False
+        self.drain_deadline = 0.0
+        self.views = initial_views(topology)
+        self.network = network or insecure(name)
+        self.peers = Peers(self.addresses, self.network)
+        self.events = EventLog(name, run_dir)
+        stage = None if spare else topology.stage_of(name)
+        self.stage: Stage | None = stage
+        self.metrics = NodeMetrics(name, stage.name if stage else "", role)
+        # One snapshot (status()) feeds the coordinator, the telemetry
+        # samples and the Prometheus scrape; events feed the histograms.
+        self.metrics.follow(self.status)
+        self.events.observers.append(self.metrics.observe_event)
+        self.sessions: dict[str, InboundEdgeSession] = {}
+        # What this node serves; its class is its role (None: a spare).
+        self.serving: SourceRole | SinkRole | ReplicaRole | None = None
+        self.link: CoordinatorLink | None = None
+        if role is NodeRole.SOURCE:
+            assert stage is not None and stage.source is not None and stage.schema is not None
+            out = OutputLog(topology.config.queue_rows)
+            for edge_id, size in consumer_batch_sizes(topology, stage).items():
+                out.add_edge(edge_id, size)
+            outbound = Outbound(
+                name,
+                stage,
+                topology,
+                self.addresses,
+                out,
+                self.views,
+                self.metrics,
+                epoch=lambda: 0,
+                on_refused=lambda sender, details: None,
+                network=self.network,
+                events=self.events,
+            )
+            self.serving = SourceRole(name, stage.source, stage.schema, out, outbound, run_dir)
+        elif role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
+            assert stage is not None
+            self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)
+        elif role is NodeRole.SINK:
+            assert stage is not None
+            sink = SinkRole(
+                name,
+                InputSection(
+                    [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
+                ),
+                self.metrics,
+                run_dir,
+                stage.sink.split_by if stage.sink is not None else None,
+            )
+            self.serving = sink
+            self._open_inputs(stage, sink)
+
+    # -- roles -------------------------------------------------------------------------------
+
+    @property
+    def role(self) -> str:
+        """source, sink, spare, or what its replica is now: primary,
+        secondary or fenced (a secondary that took over is a primary)."""
+        match self.serving:
+            case SourceRole():
+                return NodeRole.SOURCE.value
+            case SinkRole():
+                return NodeRole.SINK.value
+            case ReplicaRole(mode=mode):
+                return mode.value
+            case None:
+                return NodeRole.SPARE.value
+
+    @property
+    def sends_nothing(self) -> bool:
+        """A spare or a secondary: no consumer waits for it, so it may exit
+        without draining."""
+        return self.serving is None or (self.replica is not None and self.replica.mode is Mode.SECONDARY)
+
+    @property
+    def source(self) -> SourceRole | None:
+        return self.serving if isinstance(self.serving, SourceRole) else None
+
+    @property
+    def sink(self) -> SinkRole | None:
+        return self.serving if isinstance(self.serving, SinkRole) else None
+
+    @property
+    def replica(self) -> ReplicaRole | None:
+        return self.serving if isinstance(self.serving, ReplicaRole) else None
+
+    def _open_inputs(self, stage: Stage, receiver: Receiver) -> None:
+        self.sessions = {
+            e.id: InboundEdgeSession(e, self.views, receiver, self.metrics, self._rewind)
+            for e in stage.inputs
+        }
+
+    def _become_replica(self, stage: Stage, mode: Mode, assigned: bool = False) -> ReplicaRole:
+        role = ReplicaRole(
+            self.name,
+            stage,
+            self.topology,
+            self.views,
+            self.peers,
+            self.metrics,
+            self.events,
+            mode,
+            assigned=assigned,
+            witness=self.coordinator_hears,
+            capture_in_child=self.capture_in_child,
+        )
+        self.serving = role
+        self.stage = stage
+        self._open_inputs(stage, role)
+        role.sessions = self.sessions
+        return role
+
+    def coordinator_hears(self, node: str) -> bool | None:
+        """Whether the coordinator heard from ``node`` lately (None: no
+        coordinator answers this node)."""
+        if self.link is None or self.link.alive is None:
+            return None
+        return node in self.link.alive
+
+    def _rewind(self, edges: set[str]) -> None:
+        for edge in edges:
+            session = self.sessions.get(edge)
+            if session is not None:
+                session.rewind()
+
+    def apply_view(self, message: cpb.StageView) -> bool:
+        view = view_from_pb(message)
+        if not self.views.apply(view):
+            return False
+        for session in self.sessions.values():
+            session.fence_stale()
+        if self.source is not None:
+            self.source.outbound.reconcile()
+        if self.replica is not None:
+            self.replica.on_view_change()
+            if self.replica.mode is Mode.FENCED:
+                self._become_spare()
+        if self.serving is None and view.secondary == self.name:
+            stage = self.topology.stages[view.stage]
+            self.events.emit("assigned", stage=stage.name, role="secondary", version=view.version)
+            self._become_replica(stage, Mode.SECONDARY, assigned=True).start()
+        return True
+
+    def _become_spare(self) -> None:
+        assert self.replica is not None
+        self.replica.stop()
+        for session in self.sessions.values():
+            for stream in list(session.streams):
+                stream.close(grpc.StatusCode.UNAVAILABLE, f"{self.name} no longer serves this edge")
+        self.serving = None
+        self.sessions = {}
+        self.stage = None
+
+    # -- data plane ---------------------------------------------------------------------------
+
+    def accept(self, hello: pb.Hello, caller: str | None) -> InboundEdgeSession:
+        session = self.sessions.get(hello.edge)
+        if session is None:
+            known = any(hello.edge == e.id for e in self.topology.edges)
+            code = grpc.StatusCode.UNAVAILABLE if known else grpc.StatusCode.INVALID_ARGUMENT
+            raise Rejected(code, f"{self.name} has no input edge {hello.edge!r} ({self.role})")
+        producer = session.edge.producer
+        refusal = authorization.may_send_as(caller, self.views, hello.sender, producer, hello.epoch)
+        if refusal is not None:
+            # A replica this node has not heard of yet may be one the views
+            # will name in a moment: it retries. A forged name never passes.
+            lagging = hello.sender == caller and hello.epoch <= self.views[producer].epoch + 1
+            self.record_refusal("push", caller, refusal)
+            code = grpc.StatusCode.UNAVAILABLE if lagging else grpc.StatusCode.PERMISSION_DENIED
+            raise Rejected(code, refusal)
+        session.check(hello)
+        return session
+
+    def record_refusal(self, what: str, caller: str | None, reason: str) -> None:
+        """A request refused for its caller: log line, metric, event."""
+        log.warning("%s: refused %s: %s", self.name, what, reason)
+        self.metrics.requests_refused.labels(what).inc()
+        self.events.emit("refused", request=what, caller=caller, reason=reason)
+
+    async def on_ack(self, notice: pb.AckNotice, caller: str | None) -> None:
+        consumer = notice.edge.split("->", 1)[1] if "->" in notice.edge else ""
+        refusal = authorization.may_acknowledge(caller, self.views, notice.sender, consumer)
+        if refusal is not None:
+            self.record_refusal("ack", caller, refusal)
+            raise Rejected(grpc.StatusCode.PERMISSION_DENIED, refusal)
+        if self.replica is not None:
+            self.replica.on_notice(notice)
+
+    async def _sink_acks(self) -> None:
+        assert self.sink is not None and self.stage is not None
+        interval = self.topology.config.ack_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            point = point_to_pb(self.sink.level1())
+            for edge in self.stage.inputs:
+                seq = self.sink.inputs.by_name[edge.id].last_seq
+                self.sessions[edge.id].ack(seq, point, 0)
+                secondary = producer_secondary(self.views, edge)
+                if secondary is not None:
+                    notice = pb.AckNotice(edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point)
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        await self.peers.data(secondary).Ack(notice, timeout=1.0)
+
+    # -- control plane --------------------------------------------------------------------------
+
+    def status(self) -> cpb.NodeStatus:
+        st = cpb.NodeStatus(
+            name=self.name,
+            role=self.role,
+            stage=self.stage.name if self.stage else "",
+            finished=self.finished,
+            uptime_s=clock.monotonic() - self.started_at,
+            state=self.role,
+        )
+        st.views.extend(view_to_pb(v) for v in self.views)
+        if self.stage is not None:
+            st.epoch = self.views[self.stage.name].epoch
+        for session in self.sessions.values():
+            receiver = session.receiver
+            edge_id = session.edge.id
+            seq = receiver.next_seq(edge_id) - 1
+            status = st.inputs.add(
+                edge=edge_id, seq=seq, received_rows=session.received_rows, receive_s=session.receive_s
+            )
+            if receiver.manages(edge_id):
+                status.connected = receiver.idle_from(edge_id) is None
+            st.tuples_in += seq
+        out: OutputLog | None = None
+        if self.replica is not None:
+            out = self.replica.replica.log
+            st.resyncs = self.replica.replica.resyncs
+            if self.replica.replica.warming_up:
+                st.state = "warming-up"
+        elif self.source is not None:
+            out = self.source.log
+        if out is not None:
+            outbound = self._outbound()
+            sent = outbound.rows_sent if outbound is not None else {}
+            sent_bytes = outbound.bytes_sent if outbound is not None else {}
+            for edge, cursors in out.edges.items():
+                st.outputs.add(
+                    edge=edge,
+                    seq=out.head,
+                    acked=cursors.acked,
+                    watermark=out.watermark,
+                    end_of_stream=out.end_of_stream,
+                    retained=out.retained,
+                    batch_size=cursors.batch_size if cursors.batch_size < UNBOUNDED else 0,
+                    backup_batches=cursors.batches,
+                    backup_rows=cursors.shipped,
+                    backup_bytes=sent_bytes.get((edge, "backup"), 0),
+                    data_rows=sent.get((edge, "data"), 0),
+                    data_bytes=sent_bytes.get((edge, "data"), 0),
+                    cuts=cursors.cuts,
+                    uncut_rows=cursors.uncut_rows,
+                )
+            st.tuples_out = out.head
+        if self.replica is not None:
+            operator = self.replica.replica.operator
+            st.operator_rows, st.operator_busy_s = operator.rows_in, operator.busy_s
+            st.input_backlog = self.replica.replica.inputs.backlog
+        return st
+
+    def _outbound(self) -> Outbound | None:
+        match self.serving:
+            case SourceRole(outbound=outbound) | ReplicaRole(outbound=outbound):
+                return outbound
+            case _:
+                return None
+
+    def apply_batch_sizes(self, sizes: Mapping[str, int]) -> None:
+        """A-SAS: the coordinator's B for output edges of this node."""
+        outbound = self._outbound()
+        if outbound is None:
+            return
+        changed = False
+        for edge, size in sizes.items():
+            cursors = outbound.log.edges.get(edge)
+            if cursors is None or not 1 <= size <= MAX_BATCH_SIZE:
+                continue
+            if cursors.batch_size != size:
+                cursors.batch_size = size
+                changed = True
+        if changed:
+            outbound.appended()  # a smaller B may make a batch due now
+
+    @property
+    def finished(self) -> bool:
+        if self.sink is not None:
+            return self.sink.finished
+        if self.source is not None:
+            return self.source.outbound.done
+        if self.replica is not None and self.replica.mode is Mode.PRIMARY:
+            return self.replica.outbound.done
+        return False
+
+    def start(self, t0: float) -> None:
+        if self.source is not None:
+            self.source.start(t0)
+        if self.sink is not None:
+            self.sink.start(t0)
+
+    def stop(self, exit_: bool, now: bool) -> None:
+        if self.source is not None:
+            self.source.stop()
+        if now:
+            self.exit.set()
+        elif exit_:
+            # Exit once drained, or after DRAIN_LIMIT_S if a consumer never
+            # acknowledges the end (it may be gone).
+            self.drain_then_exit = True
+            self.drain_deadline = clock.monotonic() + DRAIN_LIMIT_S
+            if self.sends_nothing or (self.finished and self.sink is None):
+                self.exit.set()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def serve(self) -> int:
+        server = self.network.server()
+        pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(self.accept, self.on_ack), server)
+        cpb_grpc.add_ControlServicer_to_server(ControlServicer(self), server)
+        health = Health(server)
+        if self.source is not None and self.source.config.kind in ("ingest", "registry"):
+            pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
+        if not self.network.listen(server, self.listen):
+            raise StartupError(f"cannot listen on {self.listen} (is the port in use?)")
+        await server.start()
+        if self.metrics_port:
+            try:
+                await self.metrics.serve(self.metrics_port, self.listen.rsplit(":", 1)[0])
+            except OSError as exc:
+                await server.stop(0)
+                raise StartupError(
+                    f"cannot serve metrics on port {self.metrics_port}: {exc.strerror}"
+                ) from None
+        log.info("%s (%s) listening on %s", self.name, self.role, self.listen)
+        if self.coordinator:
+            self.link = CoordinatorLink(
+                self.coordinator,
+                self.listen,
+                self.status,
+                self.apply_view,
+                self.report_interval,
+                self.apply_batch_sizes,
+                self.network,
+            )
+        code = 0
+        try:
+            # Structured: the node's loops live in one task group; one that
+            # fails ends the node (exit 1), and leaving ends them all.
+            async with asyncio.TaskGroup() as group:
+                loops = [group.create_task(loop, name=name) for name, loop in self._loops()]
+                if self.replica is not None:
+                    self.replica.start()
+                if self.start_now:
+                    self.start(clock.wall())
+                code = await self._until_exit()
+                for task in loops:
+                    task.cancel()
+        except* Exception as failed:
+            for error in failed.exceptions:
+                log.error("%s: %s", self.name, error)
+            code = 1
+        finally:
+            if self.replica is not None:
+                self.replica.stop()
+            if self.source is not None:
+                self.source.outbound.stop()
+            if self.sink is not None:
+                self.sink.close()
+            self._write_summary()
+            if self.topology.config.telemetry_interval_ms:
+                self._sample()  # the final counts
+            self.events.close()
+            await health.shutting_down()
+            await self.peers.close()
+            self.metrics.close()
+            await server.stop(0.5)
+        if self.source is not None and self.source.error:
+            code = 1
+        return code
+
+    def _loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        """What runs for as long as the node does, by role."""
+        loops: list[tuple[str, Coroutine[Any, Any, None]]] = [("watch", self._watch())]
+        if self.source is not None:
+            self.source.outbound.reconcile(starting=True)
+            loops.append(("source", self.source.run()))
+        if self.sink is not None:
+            loops.append(("acks", self._sink_acks()))
+        if self.link is not None:
+            loops.append(("coordinator", self.link.run()))
+        return loops
+
+    async def _until_exit(self) -> int:
+        """0 when asked to exit; 1 when a peer was never reached (the
+        sender's :class:`~semiactive.node.service.transport.PeerUnreachable`) or a task of the
+        role failed (``Outbound.failures``)."""
+        exit_waiter = asyncio.ensure_future(self.exit.wait())
+        try:
+            while not exit_waiter.done():
+                outbound = self._outbound()
+                getter = asyncio.ensure_future(outbound.failures.get()) if outbound is not None else None
+                waits = [exit_waiter] if getter is None else [exit_waiter, getter]
+                # Re-checked every second: the outbound changes with the role.
+                await asyncio.wait(waits, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+                if getter is not None and getter.done():
+                    log.error("%s: %s", self.name, getter.result())
+                    return 1
+                if getter is not None:
+                    getter.cancel()
+            return 0
+        finally:
+            exit_waiter.cancel()
+
+    async def _watch(self) -> None:
+        """Report finishing once; sample telemetry; exit when asked to
+        once drained."""
+        finished_at: float | None = None
+        last_summary = last_sample = clock.monotonic()
+        sample_every = self.topology.config.telemetry_interval_ms / 1000
+        # A sink acknowledges every ack interval: it lingers for two after
+        # its end of stream, so that its producer hears that everything
+        # arrived and finishes too (it would wait out the drain limit).
+        linger = 2 * self.topology.config.ack_interval_ms / 1000 if self.sink is not None else 0.0
+        while True:
+            await asyncio.sleep(0.05)
+            now = clock.monotonic()
+            if now - last_summary > 0.5:
+                last_summary = now
+                self._write_summary()  # a killed node leaves its last counts
+            if sample_every and now - last_sample >= sample_every:
+                last_sample = now
+                self._sample()
+            if self.finished and finished_at is None:
+                finished_at = now
+                log.info("%s finished: end of stream delivered", self.name)
+                self._write_summary()
+            drained = finished_at is not None and now - finished_at >= linger
+            if self.drain_then_exit and (drained or self.sends_nothing or now > self.drain_deadline):
+                self.exit.set()
+
+    def _sample(self) -> None:
+        for kind, records in telemetry.sample(self.status(), clock.wall(), self.since).items():
+            self.events.append(kind, records)
+
+    def report_interval(self) -> float:
+        """How often to report to the coordinator: every A-SAS interval
+        while this node serves an A-SAS stage or one feeding it (its B
+        must follow the tuner within one interval), else every 100 ms."""
+        if self.stage is None:
+            return REPORT_INTERVAL_S
+        return self._tuning_intervals.get(self.stage.name, REPORT_INTERVAL_S)
+
+    def _write_summary(self) -> None:
+        if self.run_dir is None:
+            return
+        (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+        outbound = self._outbound()
+        summary = {
+            "node": self.name,
+            "role": self.role,
+            "stage": self.stage.name if self.stage else None,
+            "tuples_in": sum(s.receiver.next_seq(s.edge.id) - 1 for s in self.sessions.values()),
+            "tuples_out": outbound.log.head if outbound else 0,
+            "bytes": [
+                {"edge": edge, "channel": channel, "bytes": size}
+                for (edge, channel), size in (outbound.bytes_sent.items() if outbound else [])
+            ],
+        }
+        write_json(self.run_dir / "telemetry" / f"{self.name}.summary.json", summary)
+
+
+class ControlServicer(cpb_grpc.ControlServicer):
+    def __init__(self, node: NodeDaemon) -> None:
+        self.node = node
+
+    async def _check(
+        self, context: grpc.aio.ServicerContext[Any, Any], what: str, refusal: str | None
+    ) -> None:
+        if refusal is not None:
+            self.node.record_refusal(what, caller(context), refusal)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+
+    async def Status(self, request: pb.Empty, context: object) -> cpb.NodeStatus:
+        return self.node.status()
+
+    async def Start(self, request: cpb.StartRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Empty:
+        await self._check(context, "start", authorization.may_control(caller(context), "start"))
+        self.node.start(request.t0_unix)
+        return pb.Empty()
+
+    async def Stop(self, request: cpb.StopRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Empty:
+        await self._check(context, "stop", authorization.may_control(caller(context), "stop"))
+        self.node.stop(request.exit, request.now)
+        return pb.Empty()
+
+    async def UpdateView(
+        self, request: cpb.StageView, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Empty:
+        try:
+            view = view_from_pb(request)
+        except (ValueError, KeyError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad view: {exc}")
+        refusal = authorization.may_change_view(caller(context), self.node.views, view)
+        await self._check(context, "view", refusal)
+        self.node.apply_view(request)
+        return pb.Empty()
+
+    async def Heartbeat(
+        self, request_iterator: AsyncIterator[cpb.Ping], context: grpc.aio.ServicerContext[cpb.Ping, cpb.Pong]
+    ) -> AsyncIterator[cpb.Pong]:
+        """Pongs only while this node is the primary of the pinged stage: a
+        node restarted under a dead primary's name, or a primary since
+        fenced, must not look like the primary its secondary watches."""
+        who = caller(context)
+        try:
+            async for ping in request_iterator:
+                yield await self._pong(context, who, ping)
+        except DecodeError:  # refused without a traceback in the log
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable ping")
+
+    async def _pong(
+        self, context: grpc.aio.ServicerContext[cpb.Ping, cpb.Pong], who: str | None, ping: cpb.Ping
+    ) -> cpb.Pong:
+        node = self.node
+        if who is not None and ping.sender != who:
+            await self._check(context, "heartbeat", f"{who} pings as {ping.sender!r}")
+        stage = node.stage.name if node.stage is not None else ""
+        if node.role != NodeRole.PRIMARY or (ping.stage and ping.stage != stage):
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"{node.name} is not the primary of {ping.stage}"
+            )
+        return cpb.Pong(n=ping.n, epoch=node.views[stage].epoch)
+
+
+def _json_row(text: str) -> Any:
+    """One ingested row; what no JSON parser could take (a number of more
+    than 4300 digits, nesting deeper than the recursion limit) is bad
+    input like any syntax error."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise SourceDataError(f"unreadable row: {str(exc)[:200]}") from None
+
+
+class IngestServicer(pb_grpc.IngestServicer):
+    def __init__(self, source: SourceRole) -> None:
+        self.source = source
+
+    async def Send(
+        self, request_iterator: object, context: grpc.aio.ServicerContext[pb.IngestBatch, pb.IngestReply]
+    ) -> pb.IngestReply:
+        refusal = authorization.may_ingest(caller(context))
+        if refusal is not None:
+            log.warning("refused ingest: %s", refusal)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
+        accepted = 0
+        try:
+            async for batch in request_iterator:  # type: ignore[attr-defined]
+                try:
+                    rows = [_json_row(r) for r in batch.rows]
+                    watermark = batch.watermark if batch.HasField("watermark") else None
+                    await self.source.outbound.wait_room()
+                    accepted += self.source.ingest(rows, watermark, batch.end_of_stream)
+                except (json.JSONDecodeError, SourceDataError, AttributeError) as exc:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad ingest batch: {exc}")
+        except DecodeError:  # refused without a traceback in the log
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable ingest batch")
+        return pb.IngestReply(accepted=accepted, last_seq=self.source.log.head)

@@ -1,0 +1,179 @@
+"""The sink role: the end of an edge like any other (ha-protocol.md): it
+acknowledges, drops duplicate seqs, and writes what it received as JSON Lines
+to ``<run-dir>/sink/<name>.jsonl``. It also measures source-to-sink latency
+(event time is milliseconds since the cluster's start time t0)."""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from semiactive.ha.resync import ResyncPoint
+from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.sections.input import InputSection
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.runtime import clock
+from semiactive.runtime.atomic_file import write_json
+
+
+class SinkRole:
+    def __init__(
+        self,
+        name: str,
+        inputs: InputSection,
+        metrics: NodeMetrics,
+        run_dir: Path | None,
+        split_by: str | None = None,
+    ) -> None:
+        self.name = name
+        self.inputs = inputs
+        edge = inputs.edges[0]
+        self.metrics = metrics
+        self.fmt = formatter(edge.codec.schema, edge.codec.kind)
+        self.t0: float | None = None
+        self.latencies = array("d")
+        self.delivered = 0
+        self.run_dir = run_dir
+        self._out: IO[str] | None = None
+        self._arrivals: IO[str] | None = None
+        if run_dir is not None:
+            (run_dir / "sink").mkdir(parents=True, exist_ok=True)
+            (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+            self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
+            # One line per delivered batch: wall time, first seq, count (output gaps).
+            self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("w", buffering=1 << 14)
+        self.split: SplitFiles | None = None
+        if run_dir is not None and split_by is not None:
+            self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
+
+    def start(self, t0: float) -> None:
+        self.t0 = t0
+
+    # -- receiver (for the inbound session) ----------------------------------------------
+
+    def next_seq(self, edge: str) -> int:
+        return self.inputs.by_name[edge].next_seq
+
+    def idle_from(self, edge: str) -> int | None:
+        return None  # a sink wants every row
+
+    def manages(self, edge: str) -> bool:
+        return False
+
+    def receive(
+        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
+    ) -> int:
+        return self.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos, count)
+
+    def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
+        return set()  # a sink keeps no state: it never needs to rebuild
+
+    def pressed(self, edge: str, from_seq: int, through_seq: int) -> None:
+        pass  # its cut is what it received: nothing to capture
+
+    def level1(self) -> ResyncPoint:
+        """A sink needs nothing before what it has: cut = received + 1."""
+        edges = self.inputs.edges
+        position = edges[0].last_seq if len(edges) == 1 else self.inputs.position
+        return ResyncPoint(position, 0, position + 1, {e.edge: e.last_seq + 1 for e in edges})
+
+    async def received(self) -> None:
+        # One edge: every row as it comes, numbered by its seq. Several (the
+        # partitions of a partitioned stage): merged by (ts, edge, seq) up to
+        # their common watermark and numbered in that order.
+        taken, _ = self.inputs.take()
+        rows = next(iter(taken.values()), [])
+        self.inputs.forget_before(self.inputs.position + 1)
+        if rows:
+            fmt = self.fmt
+            if self._out is not None:
+                self._out.write("".join([fmt(r[1], r) for r in rows]))
+                self._out.flush()
+            if self.split is not None:
+                self.split.write(rows, fmt)
+            if self._arrivals is not None:
+                self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
+            self.delivered += len(rows)
+            if self.t0 is not None:
+                now_ms = (clock.wall() - self.t0) * 1000
+                lat = [max(0.0, (now_ms - r[0]) / 1000) for r in rows]
+                self.latencies.extend(lat)
+                observe = self.metrics.latency.observe
+                for x in lat[:: max(1, len(lat) // 64)]:
+                    observe(x)
+        if self.finished:
+            self.close()
+
+    @property
+    def finished(self) -> bool:
+        return self.inputs.end_of_stream and not self.inputs.backlog
+
+    def close(self) -> None:
+        if self.split is not None:
+            self.split.close()
+        if self._arrivals is not None:
+            self._arrivals.close()
+            self._arrivals = None
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+            self.write_report()
+
+    def write_report(self) -> None:
+        if self.run_dir is None:
+            return
+        data = sorted(self.latencies)
+        report: dict[str, float | int | None] = {"delivered": self.delivered}
+        for q in (0.5, 0.9, 0.99, 0.999):
+            report[f"p{int(q * 1000) / 10:g}_ms"] = (
+                data[min(len(data) - 1, int(q * len(data)))] * 1000 if data else None
+            )
+        report["max_ms"] = data[-1] * 1000 if data else None
+        (self.run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+        write_json(self.run_dir / "telemetry" / f"{self.name}.latency.json", report)
+
+
+class SplitFiles:
+    """One JSON Lines file per value of a text column (``split_by``); values
+    that are not identifiers (a peer's garbage) go to no file, only counted."""
+
+    LIMIT = 4096  # open files
+
+    def __init__(self, directory: Path, schema: plan.Schema, column: str) -> None:
+        if column not in schema.names or not schema.columns[schema.names.index(column)].type.is_text:
+            raise ValueError(f"split_by {column!r}: the stream has no text column of that name")
+        self.directory = directory
+        self.index = 3 + schema.names.index(column)
+        self.files: dict[str, IO[str]] = {}
+        self.rejected = 0
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, rows: list[Element], fmt: Callable[[int, Element], str]) -> None:
+        lines: dict[str, list[str]] = {}
+        for r in rows:
+            value = r[self.index]
+            if not isinstance(value, str) or not _SPLIT_VALUE.match(value):
+                self.rejected += 1
+                continue
+            lines.setdefault(value, []).append(fmt(r[1], r))
+        for value, text in lines.items():
+            f = self.files.get(value)
+            if f is None:
+                if len(self.files) >= self.LIMIT:
+                    self.rejected += len(text)
+                    continue
+                f = self.files[value] = (self.directory / f"{value}.jsonl").open("a", buffering=1 << 14)
+            f.write("".join(text))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files.clear()
+
+
+_SPLIT_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")

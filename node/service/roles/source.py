@@ -1,0 +1,249 @@
+"""The source role: emits one stream on schedule into its output log.
+
+Synthetic and file sources pace themselves against the wall clock from the
+cluster's start time; an ingest source takes rows that external producers
+push over gRPC. Every emitted tuple can be logged to
+``<run-dir>/sources/<name>.jsonl``, with the final watermark in
+``<name>.end.json``, so a run can be checked against an independent
+reference computation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from semiactive.config import SourceConfig
+from semiactive.ha.output_log import OutputLog
+from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.replay_clock import ReplayClock
+from semiactive.node.connectors.sources import (
+    TS_MAX,
+    TS_MIN,
+    Phase,
+    RateSchedule,
+    SourceDataError,
+    SyntheticSource,
+    convert,
+    read_rows,
+)
+from semiactive.node.cql import plan
+from semiactive.node.engine.elements import Element
+from semiactive.node.service.outbound import Outbound
+from semiactive.runtime import clock
+from semiactive.runtime.atomic_file import write_json
+
+log = logging.getLogger(__name__)
+
+NEVER = -(2**62)
+REGISTRY_TICK_S = 0.05
+
+
+class SourceRole:
+    def __init__(
+        self,
+        name: str,
+        config: SourceConfig,
+        schema: plan.Schema,
+        log_: OutputLog,
+        outbound: Outbound,
+        run_dir: Path | None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.schema = schema
+        self.log = log_
+        self.outbound = outbound
+        self.started = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.t0 = 0.0  # wall-clock time (unix s) of event time 0
+        self.emitted = 0
+        self.watermark = NEVER
+        self.lag_ms = 0.0  # how far behind schedule the source was when it stopped
+        self.error: str | None = None
+        self._log: IO[str] | None = None
+        self._fmt = formatter(schema, plan.Kind.STREAM)
+        self._run_dir = run_dir
+        if run_dir is not None and config.log:
+            (run_dir / "sources").mkdir(parents=True, exist_ok=True)
+            self._log = (run_dir / "sources" / f"{name}.jsonl").open("w", buffering=1 << 16)
+
+    def start(self, t0: float) -> None:
+        if not self.started.is_set():
+            self.t0 = t0
+            self.started.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def run(self) -> None:
+        await self.started.wait()
+        delay = self.t0 - clock.wall()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        try:
+            if self.config.kind == "synthetic":
+                await self._synthetic()
+            elif self.config.kind == "file":
+                await self._file()
+            elif self.config.kind == "registry":
+                await self._registry()
+            else:
+                await self.stopping.wait()
+        except SourceDataError as exc:
+            self.error = str(exc)
+            log.error("%s", exc)
+        self._finish()
+
+    def _emit(self, rows: list[Element], watermark: int) -> None:
+        if rows:
+            self.emitted += len(rows)
+            if self._log is not None:
+                fmt = self._fmt
+                self._log.write("".join([fmt(r[1], r) for r in rows]))
+        self.watermark = max(self.watermark, watermark)
+        self.log.append(rows, self.watermark)
+        self.outbound.appended()
+
+    def _finish(self) -> None:
+        self.log.finish(self.watermark)
+        self.outbound.appended()
+        self.watermark = self.log.watermark
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._run_dir is not None:
+            end = {
+                "watermark": self.watermark,
+                "count": self.emitted,
+                "t0": self.t0,
+                "lag_ms": round(self.lag_ms, 1),
+            }
+            (self._run_dir / "sources").mkdir(parents=True, exist_ok=True)
+            write_json(self._run_dir / "sources" / f"{self.name}.end.json", end)
+
+    def elapsed_ms(self) -> float:
+        return (clock.wall() - self.t0) * 1000
+
+    async def _synthetic(self) -> None:
+        phases = [Phase(int(p.at_s * 1000), p.tuples_per_s) for p in self.config.rate]
+        gen = SyntheticSource(self.schema, RateSchedule(phases), self.config.seed)
+        batch = max(1, self.log.capacity // 4)
+        while not self.stopping.is_set():
+            await self.outbound.wait_room()
+            due = gen.due(self.elapsed_ms())
+            self.lag_ms = max(0.0, self.elapsed_ms() - gen.next_ts())
+            if due:
+                rows = gen.take(min(due, batch))
+                self._emit(rows, gen.next_ts() - 1)
+                await asyncio.sleep(0)
+                continue
+            wait_ms = gen.next_ts() - self.elapsed_ms()
+            self.lag_ms = max(0.0, -wait_ms)
+            if wait_ms > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stopping.wait(), timeout=min(wait_ms, 50) / 1000)
+
+    async def _registry(self) -> None:
+        """A registry's event time is the wall clock: its watermark follows
+        it, so that the stages reading it never wait for a registration."""
+        while not self.stopping.is_set():
+            await self.outbound.wait_room()
+            now = int(self.elapsed_ms()) - 1
+            if now > self.watermark:
+                self._emit([], now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), timeout=REGISTRY_TICK_S)
+
+    async def _file(self) -> None:
+        assert self.config.path is not None
+        rows = read_rows(self.config.path, self.schema, plan.Kind.STREAM)
+        clock = ReplayClock(
+            self.config.speed, [(st.from_s * 1000, st.speed) for st in self.config.speed_steps]
+        )
+        pending: list[Element] = []
+        first_ts: int | None = None
+        it: Iterator[Element] = iter(rows)
+        nxt = next(it, None)
+        while nxt is not None and not self.stopping.is_set():
+            if first_ts is None:
+                first_ts = nxt[0]
+            due_ms = clock.wall_ms(nxt[0] - first_ts)
+            wait = due_ms - self.elapsed_ms()
+            if wait > 1 and pending:
+                self._emit(pending, pending[-1][0] - 1 if pending[-1][0] == nxt[0] else nxt[0] - 1)
+                pending = []
+            if wait > 1:
+                await asyncio.sleep(min(wait, 50) / 1000)
+                continue
+            await self.outbound.wait_room()
+            pending.append(nxt)
+            nxt = next(it, None)
+            if len(pending) >= 1024:
+                self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0])
+                pending = []
+                await asyncio.sleep(0)
+        if pending:
+            self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0])
+
+    def ingest(self, rows: list[dict[str, Any]], watermark: int | None, eos: bool) -> int:
+        """Rows pushed by an external producer, as JSON objects with ``ts``
+        and every column. Without an explicit watermark the stream is taken
+        as complete up to just before the last row's ts."""
+        if self.stopping.is_set():
+            raise SourceDataError("the stream has ended; no more rows are taken")
+        elements: list[Element] = []
+        seq = self.log.head
+        floor = self.watermark
+        registry = self.config.kind == "registry"
+        if registry and (watermark is not None or eos):
+            raise SourceDataError("a registry takes no watermark or end of stream: it follows the clock")
+        for i, row in enumerate(rows):
+            where = f"row {i}"
+            if not isinstance(row, dict):
+                raise SourceDataError(f"{where}: expected a JSON object")
+            if registry:  # the registry stamps registrations with its own clock
+                row = {
+                    **row,
+                    "ts": max(int(self.elapsed_ms()), floor + 1, elements[-1][0] if elements else 0),
+                }
+            try:
+                ts = int(row["ts"])
+                if isinstance(row["ts"], bool) or ts != row["ts"]:
+                    raise ValueError(row["ts"])
+            except KeyError:
+                raise SourceDataError(f"{where}: missing ts") from None
+            except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
+                raise SourceDataError(f"{where}: ts must be an integer") from None
+            if not TS_MIN <= ts <= TS_MAX:
+                raise SourceDataError(f"{where}: ts {ts} is out of range [{TS_MIN}, {TS_MAX}]")
+            try:
+                values = [convert(_text(row[c.name]), c, where) for c in self.schema.columns]
+            except KeyError as exc:
+                raise SourceDataError(f"{where}: missing {exc.args[0]}") from None
+            if ts <= floor or (elements and ts < elements[-1][0]):
+                raise SourceDataError(
+                    f"{where}: ts {ts} is not after {max(floor, elements[-1][0] if elements else floor)}"
+                )
+            seq += 1
+            elements.append((ts, seq, 1, *values))
+        if watermark is not None and not (
+            max(floor, elements[-1][0] - 1 if elements else floor) <= watermark <= TS_MAX
+        ):
+            raise SourceDataError(f"watermark {watermark} goes back in time or is out of range")
+        mark = watermark if watermark is not None else (elements[-1][0] - 1 if elements else self.watermark)
+        self._emit(elements, mark)
+        if eos:
+            self.stop()
+        return len(elements)
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as the text :func:`convert` parses (1.5 is no integer,
+    true no number, null no value)."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,257 @@
+"""``semiactive nemesis RUN_DIR``: faults from outside the system under test.
+
+Like Jepsen's nemesis, this is a process of its own that knows nothing but
+what ``cluster.json`` says (each process's name, pid and ports, the
+coordinator's among them, the run's start time t0, the launcher's pid). At each planned moment it reads the
+file again (a node restarted by the launcher has a new pid), checks that
+the pid still runs that node (``--name NODE`` in its command line, so that a
+recycled pid is never hit; the launcher, which may be ``cluster up`` or a
+campaign running its runs in-process, by the start time it recorded), and
+sends the signal. The launcher and the
+coordinator are told nothing: they learn of a fault only by observing it,
+as they would of a crash, an OOM kill or a pulled cable.
+
+Every fault it injects is appended to ``telemetry/nemesis.jsonl`` (wall
+time, node, pid, kind), so that a run's report measures detection from the
+moment the fault really happened. ``launcher`` is a target name too: it
+SIGKILLs (or freezes) ``cluster up`` itself. A frozen process is always
+resumed, even when the nemesis is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from semiactive.config import ConfigError
+from semiactive.launcher.faults import Fault, FaultKind, parse_fault_specs
+from semiactive.launcher.supervision import process_state, start_ticks
+from semiactive.runtime.events import EventLog
+
+LAUNCHER = "launcher"
+COORDINATOR = "coordinator"
+START_TIMEOUT_S = 60.0
+
+
+class NemesisError(RuntimeError):
+    """The run to inject into never started."""
+
+
+def read_cluster(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``cluster.json``, or None while it is absent or being written."""
+    try:
+        doc = json.loads((run_dir / "cluster.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def pid_of(doc: dict[str, Any], node: str) -> int | None:
+    if node == LAUNCHER:
+        pid = doc.get("launcher_pid")
+        return pid if isinstance(pid, int) else None
+    for p in doc.get("processes", []):
+        if p.get("name") == node and isinstance(p.get("pid"), int):
+            return int(p["pid"])
+    return None
+
+
+EXEC_WAIT_S = 1.0
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments of live ``pid``, or None if it is gone or a zombie.
+
+    A process in the middle of exec reads as an empty command line: its
+    parent's ``Popen`` returns as soon as exec is past the point of no
+    return, before the kernel has placed the new arguments (a loaded 2-core
+    machine showed it for half of all fresh processes). So an empty one is
+    read again for up to ``EXEC_WAIT_S``; a kernel thread stays empty.
+    """
+    deadline = time.monotonic() + EXEC_WAIT_S
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        if process_state(pid) in (None, "Z"):
+            return None
+        if raw or time.monotonic() >= deadline:
+            return [a.decode(errors="replace") for a in raw.split(b"\0")]
+        time.sleep(0.005)
+
+
+def launcher_started(doc: dict[str, Any]) -> int | None:
+    started = doc.get("launcher_started")
+    return started if isinstance(started, int) and not isinstance(started, bool) else None
+
+
+def runs(pid: int, node: str, started: int | None = None) -> bool:
+    """Whether ``pid`` is alive and is that node (or the launcher that
+    ``started`` then, see :func:`launcher_started`): a pid recycled by the
+    kernel for another program must not be signalled."""
+    if node == LAUNCHER and started is not None:
+        return process_state(pid) not in (None, "Z") and start_ticks(pid) == started
+    args = command_line(pid)
+    if args is None:
+        return False
+    if node == LAUNCHER:
+        return "cluster" in args and "up" in args  # a run that did not record its start
+    if node == COORDINATOR:
+        return "coordinator" in args and "--listen" in args
+    return any(a == "--name" and b == node for a, b in itertools.pairwise(args))
+
+
+class Nemesis:
+    """Injects ``faults`` into the run in ``run_dir`` at their times after t0."""
+
+    def __init__(self, run_dir: Path, faults: Iterable[Fault]) -> None:
+        self.run_dir = run_dir
+        self.plan = sorted(faults, key=lambda f: f.at)
+        self.history = run_dir / "telemetry" / "nemesis.jsonl"
+        self.events = EventLog("nemesis", run_dir)
+        self._resume: list[tuple[float, int, str]] = []  # (monotonic due, pid, node)
+
+    def wait_for_start(self, timeout: float = START_TIMEOUT_S) -> float:
+        """t0 of the run, once ``cluster up`` has started the sources. A run
+        whose launcher is not there after ``timeout`` is refused; once it
+        is, the wait lasts as long as the launcher lives (a large run loads
+        its sources for minutes, and the launcher has its own deadlines)."""
+        deadline = time.monotonic() + timeout
+        launcher: object = None
+        while isinstance(launcher, int) or time.monotonic() < deadline:
+            doc = read_cluster(self.run_dir)
+            if doc is not None and isinstance(doc.get("t0_unix"), int | float):
+                return float(doc["t0_unix"])
+            launcher = doc.get("launcher_pid") if doc is not None else None
+            if isinstance(launcher, int) and not runs(launcher, LAUNCHER, launcher_started(doc or {})):
+                raise NemesisError(
+                    f"the run in {self.run_dir} ended before it started (its launcher is gone)"
+                )
+            time.sleep(0.02)
+        raise NemesisError(f"no run in {self.run_dir} after {timeout:.0f} s (cluster.json, launcher_pid)")
+
+    def run(self) -> int:
+        t0 = self.wait_for_start()
+        self.history.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            for fault in self.plan:
+                self._sleep_until(t0 + fault.at)
+                self.inject(fault)
+            while self._resume:
+                self._sleep_until(None)
+        finally:
+            self.resume_all()
+        return 0
+
+    def inject(self, fault: Fault) -> None:
+        doc = read_cluster(self.run_dir) or {}
+        pid = pid_of(doc, fault.node)
+        record: dict[str, Any] = {"node": fault.node, "kind": fault.kind.value, "at": fault.at, "pid": pid}
+        if pid is None or not runs(pid, fault.node, launcher_started(doc)):
+            self._write({**record, "t": time.time(), "skipped": "not running"})
+            return
+        sig = signal.SIGKILL if fault.kind is FaultKind.KILL else signal.SIGSTOP
+        # Stamped before the signal: taken after, it could fall behind the
+        # failure's own detection when this process is descheduled.
+        at = time.time()
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            self._write({**record, "t": at, "skipped": "not running"})
+            return
+        self._write({**record, "t": at, "duration": fault.duration})
+        self.events.emit(
+            "fault_injected",
+            at=at,
+            target=fault.node,
+            kind=fault.kind.value,
+            duration_s=fault.duration,
+            injector="nemesis",
+        )
+        if fault.kind is FaultKind.STOP:
+            heapq.heappush(self._resume, (time.monotonic() + fault.duration, pid, fault.node))
+
+    def _sleep_until(self, wall: float | None) -> None:
+        """Sleep until wall-clock ``wall`` (None: the next resume), sending
+        the SIGCONTs that fall due meanwhile."""
+        while True:
+            now = time.monotonic()
+            while self._resume and self._resume[0][0] <= now:
+                _, pid, node = heapq.heappop(self._resume)
+                self._cont(pid, node)
+            if wall is None:
+                if not self._resume:
+                    return
+                wait = self._resume[0][0] - now
+            else:
+                wait = wall - time.time()
+                if wait <= 0:
+                    return
+                if self._resume:
+                    wait = min(wait, self._resume[0][0] - now)
+            time.sleep(max(0.0, min(wait, 0.05)))
+
+    def _cont(self, pid: int, node: str) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+            self._write({"node": node, "kind": "resume", "pid": pid, "t": time.time()})
+
+    def resume_all(self) -> None:
+        """Never leave a process frozen behind."""
+        while self._resume:
+            _, pid, node = heapq.heappop(self._resume)
+            self._cont(pid, node)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        with self.history.open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+
+def read_history(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "telemetry" / "nemesis.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
+def run_nemesis(run_dir: Path, kills: list[str], stops: list[str], plan_file: Path | None) -> int:
+    faults = parse_fault_specs(kills, stops)
+    if plan_file is not None:
+        faults += load_plan(plan_file)
+    if not faults:
+        raise ConfigError("nothing to inject: give --kill, --stop or --plan")
+    nemesis = Nemesis(run_dir, faults)
+
+    def interrupted(signum: int, frame: object) -> None:
+        nemesis.resume_all()
+        sys.exit(130)
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+    return nemesis.run()
+
+
+def write_plan(path: Path, faults: Iterable[Fault]) -> None:
+    path.write_text(json.dumps([f.record() for f in faults]))
+
+
+def load_plan(path: Path) -> list[Fault]:
+    try:
+        records = json.loads(path.read_text())
+        return [Fault.from_record(r) for r in records]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"not a fault plan ({exc})", str(path)) from None

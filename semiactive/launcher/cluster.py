@@ -1,0 +1,585 @@
+"""``semiactive cluster up``: every process of a config on this machine.
+
+Allocates loopback ports, starts the coordinator (``semiactive
+coordinator``, :mod:`semiactive.coordinator.service`) and one ``semiactive node``
+process per node, with their logs in ``<run-dir>/logs``, waits until all
+answer, starts the sources at a common t0, shows live throughput, injects
+the faults asked for while the coordinator re-protects stages, restarts
+dead processes (a dead node as an empty spare, the coordinator as itself),
+and at the end stops the sources, lets in-flight tuples drain to the
+sinks, and stops every process. Prints detection, recovery and
+bandwidth figures (:mod:`semiactive.launcher.measurements`). Given a :class:`Network`
+(:class:`semiactive.launcher.netlab.NetworkLab`), each node runs in its own network
+namespace instead, on the address the network gives it.
+
+The launcher is the process supervisor: any exit or freeze it did not cause
+(:mod:`semiactive.launcher.supervision`) is a fault like an injected one: the
+secondary takes over, the coordinator re-protects, the dead node is
+restarted as a spare, and the run goes on. A death no replica covers stops
+a stage for good (:mod:`semiactive.launcher.outcome`): the rest runs to the end,
+the drain delivers what the surviving replicas hold, and the run reports
+the stopped stage and what its consumers received, and exits 1. Ctrl-C
+drains early; a second Ctrl-C kills at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from semiactive import config as config_mod
+from semiactive import topology as topology_mod
+from semiactive.admin.certificates import identities, issue_cluster
+from semiactive.launcher import manifest
+from semiactive.launcher.faults import Fault, parse_faults
+from semiactive.launcher.measurements import RunReport, analyse
+from semiactive.launcher.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
+from semiactive.launcher.ports import PortAllocator, port_in_use
+from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
+from semiactive.node.connectors.sources import SourceDataError, read_rows
+from semiactive.node.cql import plan
+from semiactive.oracle.verify import check_run
+from semiactive.runtime.events import EventLog
+from semiactive.runtime.network import GRPC_OPTIONS
+from semiactive.runtime.process import LAUNCHER_PID_ENV
+from semiactive.runtime.tls import ADMIN, Security
+from semiactive.wire import control_pb2 as cpb
+from semiactive.wire import control_pb2_grpc as cpb_grpc
+from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
+from semiactive.wire import dataplane_pb2 as pb
+
+READY_TIMEOUT_S = 20.0
+DRAIN_TIMEOUT_S = 30.0
+QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
+RESTART_DELAY_S = 0.5  # a replacement machine takes a moment
+COORDINATOR = "coordinator"
+
+
+@dataclass
+class Drain:
+    """How the drain ended: ``complete`` when every sink received its end of
+    stream; otherwise the stages that stopped, and what their consumers
+    received from them (last seq per edge)."""
+
+    complete: bool
+    stopped: list[Stopped]
+    received: dict[str, dict[str, int]]
+
+
+class Network(Protocol):
+    """Where the processes run when not all on loopback: the address each
+    listens on, and the command prefix that starts it there."""
+
+    def host(self, name: str) -> str: ...
+
+    def command_prefix(self, name: str) -> list[str]: ...
+
+
+@dataclass
+class Process:
+    name: str
+    role: str
+    stage: str | None
+    port: int
+    metrics_port: int
+    host: str = "127.0.0.1"
+    http_port: int = 0  # the coordinator's web page
+    popen: subprocess.Popen[bytes] | None = None
+    expected_exit: bool = False  # the launcher caused (or asked for) its exit
+    frozen_by_launcher: bool = False
+    restarts: int = 0
+    abandoned: bool = False  # dead and not to be restarted (its programs changed)
+    events: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    def returncode(self) -> int | None:
+        return self.popen.poll() if self.popen is not None else None
+
+
+class Cluster:
+    """The running processes of one config, and how to talk to them."""
+
+    def __init__(self, config_path: str, run_dir: Path, network: Network | None = None) -> None:
+        self.config_path = config_path
+        self.loaded = config_mod.load(config_path)
+        self.topology = topology_mod.resolve(self.loaded)
+        self.programs = topology_mod.programs_fingerprint(self.topology)
+        self.check_files()
+        self.run_dir = run_dir
+        self.processes: dict[str, Process] = {}
+        self.ports = PortAllocator()
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        self.t0 = 0.0
+        self.events = EventLog("launcher", run_dir)
+        self.watch = ProcessWatch(self.events)
+        self.reprotect = True
+        self.died_at: dict[str, float] = {}
+        self.network = network
+        self.tls_dir: Path | None = None
+        self.security = Security.insecure(ADMIN)
+
+    def check_files(self) -> None:
+        """Read every file source's data once before anything starts: a bad
+        file is a usage error naming file and line, not a run that emits
+        nothing (the source would only log it)."""
+        for i, src in enumerate(self.topology.config.sources):
+            stage = self.topology.stages[src.name]
+            if stage.source is None or stage.source.kind != "file" or stage.schema is None:
+                continue
+            assert stage.source.path is not None
+            try:
+                collections.deque(read_rows(stage.source.path, stage.schema, plan.Kind.STREAM), maxlen=0)
+            except SourceDataError as exc:
+                raise self.loaded.error(str(exc), "sources", i, "path") from None
+
+    # -- start --------------------------------------------------------------------------
+
+    def host(self, name: str) -> str:
+        return self.network.host(name) if self.network is not None else "127.0.0.1"
+
+    def allocate(self) -> None:
+        fixed = self.topology.config.endpoints
+        for name, info in self.topology.nodes.items():
+            if name in fixed and self.network is not None:
+                raise self.loaded.error("a network lab places the nodes itself; drop endpoints", "endpoints")
+            if name in fixed:
+                ep = fixed[name]
+                if not (ep.host == "localhost" or ep.host.startswith("127.")):
+                    raise self.loaded.error(
+                        f"cluster up runs on loopback only; {ep.host} is not", "endpoints", name
+                    )
+                if port_in_use(ep.host, ep.port):
+                    raise self.loaded.error(f"port {ep.port} is already in use", "endpoints", name, "port")
+                port, metrics = ep.port, ep.metrics_port or self.ports.take()
+            else:
+                port, metrics = self.ports.take(), self.ports.take()
+            self.processes[name] = Process(name, info.role, info.stage, port, metrics, self.host(name))
+        coordinator = Process(
+            COORDINATOR, COORDINATOR, None, self.ports.take(), self.ports.take(), self.host(COORDINATOR)
+        )
+        coordinator.http_port = self.ports.take()
+        self.processes[COORDINATOR] = coordinator
+
+    def spawn(self) -> None:
+        for sub in ("logs", "sink", "sources", "telemetry"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        if not self.topology.config.insecure:
+            # Fresh credentials per run; the CA key is not kept, so nothing
+            # outside this run's processes (and `status --run-dir`) gets in.
+            self.tls_dir = self.run_dir / "tls"
+            issue_cluster(self.tls_dir, self.topology.config.name, identities(self.topology))
+            self.security = Security.load(self.tls_dir, ADMIN)
+        endpoints = {
+            p.name: {"host": p.host, "port": p.port, "metrics_port": p.metrics_port}
+            for p in self.processes.values()
+            if p.role != COORDINATOR
+        }
+        (self.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2))
+        for p in self.processes.values():
+            self.start_process(p)
+        self.write_cluster_json()
+
+    @property
+    def coordinator(self) -> Process:
+        return self.processes[COORDINATOR]
+
+    @property
+    def nodes(self) -> list[Process]:
+        return [p for p in self.processes.values() if p.role != COORDINATOR]
+
+    def start_process(self, p: Process, spare: bool = False) -> None:
+        out = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
+        prefix = self.network.command_prefix(p.name) if self.network is not None else []
+        cmd = [*prefix, sys.executable, "-m", "semiactive"]
+        common = ["--config", str(self.config_path), "--endpoints", str(self.run_dir / "endpoints.json")]
+        common += ["--run-dir", str(self.run_dir)]
+        if self.tls_dir is not None:
+            common += ["--tls-dir", str(self.tls_dir)]
+        if p.role == COORDINATOR:
+            cmd += ["coordinator", *common, "--listen", p.address, "--metrics-port", str(p.metrics_port)]
+            if p.http_port:
+                cmd += ["--http", str(p.http_port)]
+            if not self.reprotect:
+                cmd.append("--no-reprotect")
+        else:
+            cmd += ["node", *common, "--name", p.name, "--coordinator", self.coordinator.address]
+        if spare:
+            cmd.append("--spare")
+        # The process stops if this launcher dies (node/service/main.py): no orphans.
+        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
+        p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        out.close()
+        if p.name not in self.channels:
+            self.channels[p.name] = self.security.channel(p.address, p.name, GRPC_OPTIONS)
+
+    def restart_as_spare(self, p: Process) -> None:
+        """A replacement machine: the dead node's name and ports, no state
+        (the coordinator restarts as itself and rebuilds from the reports)."""
+        p.expected_exit = False
+        p.restarts += 1
+        self.start_process(p, spare=p.role != COORDINATOR)
+        self.write_cluster_json()
+        self.events.emit("restarted", target=p.name, role="spare" if p.role != COORDINATOR else COORDINATOR)
+
+    def restart_dead(self) -> None:
+        """The process supervisor's part: restart, after a moment, every dead
+        process that can be (not sources and sinks: nothing replicates
+        them; nodes only when re-protection is on)."""
+        now = time.monotonic()
+        for p in self.processes.values():
+            if p.alive or p.popen is None or p.abandoned or p.role in ("source", "sink"):
+                continue
+            if p.role != COORDINATOR and not self.reprotect:
+                continue
+            died = self.died_at.setdefault(p.name, now)
+            if now - died >= RESTART_DELAY_S:
+                del self.died_at[p.name]
+                changed = self.programs_changed()
+                if changed is not None:
+                    # A replica compiled from other files would diverge
+                    # from its stage's other replica: better one spare less.
+                    p.abandoned = True
+                    self.events.emit("not_restarted", target=p.name, reason=changed)
+                    print(f"{p.name} not restarted: {changed}", file=sys.stderr)
+                    continue
+                self.restart_as_spare(p)
+
+    def programs_changed(self) -> str | None:
+        """Why a process started now would not run the programs this run
+        started with (the config or a query file changed, or no longer
+        loads); None if it would."""
+        try:
+            now = topology_mod.programs_fingerprint(topology_mod.resolve(config_mod.load(self.config_path)))
+        except (OSError, config_mod.ConfigError) as exc:
+            return f"the config no longer loads ({exc})"
+        if now != self.programs:
+            return "the config or a query file changed since the run started"
+        return None
+
+    def write_cluster_json(self) -> None:
+        doc = {
+            "name": self.topology.config.name,
+            "config": str(Path(self.config_path).resolve()),
+            # The programs the run started with: `semiactive verify` refuses
+            # to judge the run against files edited since.
+            "programs": self.programs,
+            "t0_unix": self.t0 or None,
+            "launcher_pid": os.getpid(),
+            # The launcher is `cluster up`, or a campaign running its runs
+            # in-process: the nemesis knows it by its start, not its name.
+            "launcher_started": start_ticks(os.getpid()),
+            "processes": [
+                {
+                    "name": p.name,
+                    "role": p.role,
+                    "stage": p.stage,
+                    "host": p.host,
+                    "pid": p.popen.pid if p.popen else None,
+                    "restarts": p.restarts,
+                    "ports": {
+                        "grpc": p.port,
+                        **({"metrics": p.metrics_port} if p.metrics_port else {}),
+                        **({"http": p.http_port} if p.http_port else {}),
+                    },
+                }
+                for p in self.processes.values()
+            ],
+        }
+        # Written whole and renamed: the nemesis reads it at any moment.
+        tmp = self.run_dir / "cluster.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=2))
+        tmp.replace(self.run_dir / "cluster.json")
+
+    def control(self, name: str) -> cpb_grpc.ControlStub:
+        return cpb_grpc.ControlStub(self.channels[name])
+
+    async def status(self, name: str, timeout: float = 1.0) -> cpb.NodeStatus | None:
+        try:
+            status: cpb.NodeStatus = await self.control(name).Status(pb.Empty(), timeout=timeout)
+            return status
+        except grpc.aio.AioRpcError:
+            return None
+
+    def dead(self) -> list[Process]:
+        return [p for p in self.processes.values() if not p.alive and not p.expected_exit]
+
+    def log_tail(self, name: str, lines: int = 3) -> str:
+        try:
+            text = (self.run_dir / "logs" / f"{name}.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-lines:])
+
+    async def ready(self, p: Process) -> bool:
+        if p.role != COORDINATOR:
+            return await self.status(p.name, timeout=0.5) is not None
+        try:
+            await cdpb_grpc.CoordinatorStub(self.channels[p.name]).ClusterState(pb.Empty(), timeout=0.5)
+        except grpc.aio.AioRpcError:
+            return False
+        return True
+
+    async def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        pending = set(self.processes)
+        while pending:
+            for p in self.dead():
+                raise RuntimeError(f"{p.name} exited during start-up: {self.log_tail(p.name)}")
+            for name in list(pending):
+                if await self.ready(self.processes[name]):
+                    pending.discard(name)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(sorted(pending))}")
+            if pending:
+                await asyncio.sleep(0.05)
+
+    async def start(self) -> None:
+        self.t0 = time.time() + 0.2
+        await asyncio.gather(
+            *(self.control(p.name).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2) for p in self.nodes)
+        )
+        self.write_cluster_json()
+
+    # -- stop ---------------------------------------------------------------------------
+
+    async def drain(self, timeout: float = DRAIN_TIMEOUT_S) -> Drain:
+        """Stop the sources and wait until every sink has everything; or,
+        where a stage has stopped for good, until every surviving replica
+        has delivered what it holds and nothing moves any more. Dead
+        processes are still restarted meanwhile."""
+        for p in self.processes.values():
+            if p.role == "source" and p.alive:
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
+        deadline = time.monotonic() + timeout
+        sinks = [p for p in self.processes.values() if p.role == "sink"]
+        last: tuple[tuple[str, int, int], ...] | None = None
+        quiet = 0
+        stopped: list[Stopped] = []
+        statuses: dict[str, cpb.NodeStatus | None] = {}
+        served_at: dict[str, float] = {}
+        started = time.monotonic()
+
+        def unserved_for(stage: str) -> float:
+            return time.monotonic() - served_at.get(stage, started)
+
+        while time.monotonic() < deadline:
+            self.watch.observe(self.processes.values())
+            self.restart_dead()
+            alive = [p.name for p in self.nodes if p.alive]
+            statuses = dict(zip(alive, await asyncio.gather(*(self.status(n) for n in alive)), strict=True))
+            for st in statuses.values():
+                if st is not None and st.role in ("primary", "source", "sink"):
+                    served_at[st.stage] = time.monotonic()
+            stopped = stopped_stages(self.topology, self.processes, unserved_for)
+            if not stopped and all((s := statuses.get(p.name)) is not None and s.finished for p in sinks):
+                return Drain(True, [], {})
+            positions = surviving_positions(self.topology, statuses, stopped) if stopped else None
+            quiet = quiet + 1 if positions is not None and positions == last else 0
+            last = positions
+            if quiet >= QUIET_POLLS:
+                break
+            await asyncio.sleep(0.2)
+        received = {s.stage: consumer_counts(self.topology, statuses, s.stage) for s in stopped}
+        return Drain(False, stopped, received)
+
+    async def shutdown(self) -> None:
+        for p in self.processes.values():
+            p.expected_exit = True
+            if p.role == COORDINATOR and p.popen is not None and p.alive:
+                p.popen.terminate()
+            elif p.alive:
+                try:
+                    await self.control(p.name).Stop(cpb.StopRequest(exit=True, now=True), timeout=1)
+                except grpc.aio.AioRpcError:
+                    # A node restarted just before the end may not listen
+                    # yet (refused): SIGTERM is the same stop. The shutdown
+                    # used to wait 5 s for it, then SIGKILL it.
+                    if p.popen is not None:
+                        p.popen.terminate()
+        deadline = time.monotonic() + 5
+        while any(p.alive for p in self.processes.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.kill_all()
+        for channel in self.channels.values():
+            await channel.close(None)
+
+    def kill_all(self) -> None:
+        for p in self.processes.values():
+            if p.popen is None:
+                continue
+            if p.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.popen.pid, signal.SIGKILL)
+                # A frozen process must be able to die.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.popen.pid, signal.SIGCONT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=5)
+
+
+async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show: bool) -> None:
+    """Run for ``duration`` seconds, injecting the launcher's own faults,
+    watching for the ones nobody announced, and printing a line per second:
+    elapsed time and rows per second at each source and sink."""
+    # Fault times and the duration count from t0, when the sources start
+    # (a moment after the Start calls).
+    started = time.monotonic() + max(0.0, cluster.t0 - time.time())
+    last: dict[str, int] = {}
+    pending = sorted(faults, key=lambda f: f.at)
+    next_line = 0.0
+    while True:
+        elapsed = time.monotonic() - started
+        while pending and pending[0].at <= elapsed:
+            await pending.pop(0).inject(cluster)
+        if elapsed >= duration:
+            return
+        for seen in cluster.watch.observe(cluster.processes.values()):
+            sys.stderr.write(f"\n  t={time.time() - cluster.t0:5.1f}s  {seen.describe()}\n")
+        cluster.restart_dead()
+        if show and elapsed >= next_line:
+            next_line = elapsed + 1.0
+            parts = []
+            for p in cluster.processes.values():
+                if p.role not in ("source", "sink") or not p.alive:
+                    continue
+                st = await cluster.status(p.name, timeout=0.3)
+                if st is None:
+                    continue
+                count = st.tuples_out if p.role == "source" else st.tuples_in
+                parts.append(f"{p.name} {count - last.get(p.name, 0):,}/s")
+                last[p.name] = count
+            sys.stderr.write(f"\r  t={elapsed:5.1f}s  " + "  ".join(parts) + "   ")
+            sys.stderr.flush()
+        await asyncio.sleep(OBSERVE_INTERVAL_S)
+
+
+async def run_cluster(
+    config: str,
+    duration: float,
+    run_dir: Path | None,
+    kills: list[str],
+    stops: list[str],
+    progress: bool = True,
+    faults: list[Fault] | None = None,
+    report_to: list[RunReport] | None = None,
+    reprotect: bool = True,
+    network: Network | None = None,
+) -> int:
+    """Run a cluster; ``faults`` adds programmatic faults to ``--kill`` and
+    ``--stop``; the run's report is appended to ``report_to``. Without
+    ``reprotect`` the coordinator neither assigns new secondaries nor
+    replaces dead nodes (the paper's experiments). With a ``network`` the
+    nodes run where it puts them."""
+    run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    cluster = Cluster(config, run_dir, network)
+    planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
+    cluster.allocate()
+    if not (run_dir / manifest.MANIFEST).exists():  # a campaign describes its runs itself
+        params = {"duration_s": duration, "faults": [f.record() for f in planned], "reprotect": reprotect}
+        manifest.write_run(run_dir, "cluster", config, params)
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    for note in topology_mod.retention_notes(cluster.topology):
+        print(note, file=sys.stderr)
+    web = cluster.coordinator
+    print(f"live page: http://{web.host}:{web.http_port}/", file=sys.stderr)
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+
+    def on_signal() -> None:
+        """Ctrl-C or SIGTERM: drain and stop; a second one kills."""
+        if interrupted.is_set():
+            cluster.kill_all()
+            os._exit(130)
+        interrupted.set()
+        print("\ninterrupted: draining (Ctrl-C again to kill)", file=sys.stderr)
+
+    signals = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.getsignal(sig) for sig in signals}
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal)
+    code = 0
+    drain: Drain | None = None
+    cluster.reprotect = reprotect
+    try:
+        cluster.spawn()
+        await cluster.wait_ready()
+        await cluster.start()
+        run = asyncio.create_task(_progress(cluster, duration, planned, progress))
+        stop = asyncio.create_task(interrupted.wait())
+        await asyncio.wait([run, stop], return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if run.done():
+            run.result()
+        else:
+            run.cancel()
+        if progress:
+            sys.stderr.write("\n")
+        drain = await cluster.drain()
+        for s in drain.stopped:
+            print(f"stage {s.stage} stopped: {s.reason}", file=sys.stderr)
+        if not drain.complete and not drain.stopped:
+            print("the run did not drain: sinks did not receive the end of stream in time", file=sys.stderr)
+            for full in _full_logs(cluster.run_dir):
+                print(
+                    f"  {full['node']}: output log of {full['stage']} full ({full['retained']:,} rows"
+                    f" = queue_rows): {', '.join(full['pinned_by'])} still need(s) rows from seq"
+                    f" {full['needed_from']:,}"
+                    " (state that keeps old input: raise queue_rows or bound its windows)",
+                    file=sys.stderr,
+                )
+        code = 0 if drain.complete else 1
+    except RuntimeError as exc:
+        print(f"semiactive: {exc}", file=sys.stderr)
+        code = 1
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, before[sig])  # asyncio would leave the default
+        (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
+        (run_dir / "telemetry" / "faults.json").write_text(json.dumps([f.record() for f in planned]))
+        await cluster.shutdown()
+    report = analyse(cluster.topology, run_dir)
+    report.interrupted = interrupted.is_set()
+    if drain is not None and drain.stopped:
+        report.record_stopped(drain.stopped, drain.received, check_run(cluster.topology, run_dir))
+    (run_dir / "telemetry" / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+    print(report.describe(), file=sys.stderr)
+    if report_to is not None:
+        report_to.append(report)
+    return code
+
+
+def _full_logs(run_dir: Path) -> list[dict[str, Any]]:
+    """The ``log_full`` events of a run: why a run that did not drain stalled."""
+    found = []
+    for path in sorted((run_dir / "telemetry").glob("events-*.jsonl")):
+        for line in path.read_text().splitlines():
+            if '"log_full"' in line:
+                with contextlib.suppress(ValueError):
+                    found.append(json.loads(line))
+    return found

@@ -1,0 +1,57 @@
+"""What every process of a cluster does at start-up beside its own work:
+find its peers (the endpoints file ``cluster up`` writes, or the config's
+``endpoints``) and watch its launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from semiactive import topology as topology_mod
+from semiactive.config import ConfigError
+
+# Set by ``cluster up`` for the nodes it starts: the launcher's pid. Such a
+# node ends the run when its launcher is gone (killed without cleaning up),
+# instead of running on as an orphan holding ports: sources stop, every
+# primary delivers what it holds and its end of stream, sinks close their
+# output, and each process exits (secondaries and spares at once). Nothing a
+# surviving replica held is lost, but failures during that drain are not
+# covered: no coordinator re-protects and no process is restarted.
+LAUNCHER_PID_ENV = "SEMIACTIVE_LAUNCHER_PID"
+LAUNCHER_CHECK_S = 0.5
+
+
+async def until_launcher_gone(pid: int) -> None:
+    """Return once the process was orphaned: its parent, the launcher, is gone."""
+    while os.getppid() == pid:
+        await asyncio.sleep(LAUNCHER_CHECK_S)
+
+
+def addresses_from(
+    topology: topology_mod.Topology, endpoints_file: Path | None
+) -> tuple[dict[str, str], dict[str, int]]:
+    """``host:port`` per node and metrics ports, from an endpoints file
+    (written by ``cluster up``) or the config's ``endpoints``."""
+    raw: dict[str, dict[str, object]] = {}
+    if endpoints_file is not None:
+        try:
+            raw = json.loads(endpoints_file.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"cannot read endpoints: {exc}", str(endpoints_file)) from None
+    else:
+        raw = {name: ep.model_dump() for name, ep in topology.config.endpoints.items()}
+    addresses: dict[str, str] = {}
+    metrics: dict[str, int] = {}
+    for name, ep in raw.items():
+        addresses[name] = f"{ep.get('host', '127.0.0.1')}:{ep['port']}"
+        if ep.get("metrics_port"):
+            metrics[name] = int(ep["metrics_port"])  # type: ignore[call-overload]
+    missing = [n for n in topology.nodes if n not in addresses]
+    if missing:
+        where = str(endpoints_file) if endpoints_file else topology.path
+        raise ConfigError(
+            f"no endpoint (host, port) for node(s) {', '.join(missing)}", where, None, "endpoints"
+        )
+    return addresses, metrics
