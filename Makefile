@@ -29,6 +29,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy .
+	$(VENV)/bin/lint-imports
 
 # iperf3 loads the network of experiment 3 (semiactive/launcher/netlab.py): installed
 # from Debian when missing and root; otherwise its tests skip, saying why.
