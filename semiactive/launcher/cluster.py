@@ -64,6 +64,8 @@ READY_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 30.0
 QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
 RESTART_DELAY_S = 0.5  # a replacement machine takes a moment
+STARTUP_RESTARTS = 3  # a process killed again and again before t0 ends the run
+START_ATTEMPTS = 5  # Start calls to a live node that does not answer (frozen, say)
 COORDINATOR = "coordinator"
 
 
@@ -344,11 +346,29 @@ class Cluster:
         return True
 
     async def wait_ready(self) -> None:
+        """Wait until every process answers.
+
+        A process killed before the sources start (before t0) has handled
+        no row, so the run goes on without losing or repeating any: it is
+        started again at once, a replica of a protected stage as a spare
+        (its stage fails over and is re-protected, as after t0), anything
+        else in its own role. A process that ends by itself (a bad config,
+        a port taken: an exit status, not a signal) ends the run, with the
+        last lines of its log."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         pending = set(self.processes)
         while pending:
-            for p in self.dead():
-                raise RuntimeError(f"{p.name} exited during start-up: {self.log_tail(p.name)}")
+            for seen in self.watch.observe(self.processes.values()):
+                p = self.processes[seen.node]
+                if seen.returncode >= 0 or p.restarts >= STARTUP_RESTARTS:
+                    raise RuntimeError(f"{seen.describe()} during start-up: {self.log_tail(p.name)}")
+                restarted = self.restart_before_t0(p)
+                print(f"{seen.describe()} during start-up; {restarted}", file=sys.stderr)
+                if p.alive:
+                    pending.add(p.name)
+                    deadline = max(deadline, time.monotonic() + READY_TIMEOUT_S)
+                else:
+                    pending.discard(p.name)
             for name in list(pending):
                 if await self.ready(self.processes[name]):
                     pending.discard(name)
@@ -357,12 +377,50 @@ class Cluster:
             if pending:
                 await asyncio.sleep(0.05)
 
-    async def start(self) -> None:
-        self.t0 = time.time() + 0.2
-        await asyncio.gather(
-            *(self.control(p.name).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2) for p in self.nodes)
-        )
+    def covered(self, p: Process) -> bool:
+        """Whether failover covers ``p``'s death: a replica of a stage with
+        a secondary, or a spare."""
+        if p.role == "spare":
+            return True
+        stage = self.topology.stages.get(p.stage) if p.stage else None
+        return p.role in ("primary", "secondary") and stage is not None and stage.secondary is not None
+
+    def restart_before_t0(self, p: Process) -> str:
+        """Start ``p`` again after its death before t0; say how."""
+        if p.role == COORDINATOR:
+            self.restart_as_spare(p)
+            return "started again"
+        if self.covered(p):
+            if not self.reprotect:
+                return "not started again (re-protection is off): its stage fails over"
+            self.restart_as_spare(p)
+            then = "its secondary takes over, " if p.role == "primary" else ""
+            return f"started again as a spare: {then}the coordinator re-protects its stage"
+        p.expected_exit = False
+        p.restarts += 1
+        self.start_process(p)
         self.write_cluster_json()
+        self.events.emit("restarted", target=p.name, role=p.role)
+        return f"started again as {p.role} (no row had flowed)"
+
+    async def start(self) -> None:
+        """Give every node the common t0. A node that cannot be reached is
+        asked again while it lives (Start is idempotent); one that died
+        meanwhile is a fault of the run like any other."""
+        self.t0 = time.time() + 0.2
+        self.write_cluster_json()
+
+        async def start(p: Process) -> None:
+            for attempt in range(START_ATTEMPTS):
+                try:
+                    await self.control(p.name).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2)
+                    return
+                except grpc.aio.AioRpcError:
+                    if not p.alive or attempt == START_ATTEMPTS - 1:
+                        return
+                    await asyncio.sleep(0.1)
+
+        await asyncio.gather(*(start(p) for p in self.nodes))
 
     # -- stop ---------------------------------------------------------------------------
 
