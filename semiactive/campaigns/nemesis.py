@@ -21,6 +21,7 @@ resumed, even when the nemesis is interrupted.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import heapq
 import itertools
 import json
@@ -43,7 +44,7 @@ START_TIMEOUT_S = 60.0
 
 
 class NemesisError(RuntimeError):
-    """The run to inject into never started."""
+    """The run to inject into never started, or has ended."""
 
 
 def read_cluster(run_dir: Path) -> dict[str, Any] | None:
@@ -120,18 +121,30 @@ class Nemesis:
         self.history = run_dir / "telemetry" / "nemesis.jsonl"
         self.events = EventLog("nemesis", run_dir)
         self._resume: list[tuple[float, int, str]] = []  # (monotonic due, pid, node)
+        self.t0 = 0.0  # known once the run has started
 
     def wait_for_start(self, timeout: float = START_TIMEOUT_S) -> float:
         """t0 of the run, once ``cluster up`` has started the sources. A run
         whose launcher is not there after ``timeout`` is refused; once it
         is, the wait lasts as long as the launcher lives (a large run loads
-        its sources for minutes, and the launcher has its own deadlines)."""
+        its sources for minutes, and the launcher has its own deadlines).
+        A target the run does not have is refused as soon as its
+        ``cluster.json`` can be read; a run that has already ended, once
+        its start is known."""
         deadline = time.monotonic() + timeout
         launcher: object = None
+        checked = False
         while isinstance(launcher, int) or time.monotonic() < deadline:
             doc = read_cluster(self.run_dir)
+            if doc is not None and not checked:
+                self.check_targets(doc)
+                checked = True
             if doc is not None and isinstance(doc.get("t0_unix"), int | float):
-                return float(doc["t0_unix"])
+                pid = doc.get("launcher_pid")
+                if isinstance(pid, int) and not runs(pid, LAUNCHER, launcher_started(doc)):
+                    raise NemesisError(f"the run in {self.run_dir} has ended (its launcher is gone)")
+                self.t0 = float(doc["t0_unix"])
+                return self.t0
             launcher = doc.get("launcher_pid") if doc is not None else None
             if isinstance(launcher, int) and not runs(launcher, LAUNCHER, launcher_started(doc or {})):
                 raise NemesisError(
@@ -140,26 +153,48 @@ class Nemesis:
             time.sleep(0.02)
         raise NemesisError(f"no run in {self.run_dir} after {timeout:.0f} s (cluster.json, launcher_pid)")
 
+    def check_targets(self, doc: dict[str, Any]) -> None:
+        """Every fault names a process of the run (or the launcher)."""
+        names = [p.get("name") for p in doc.get("processes", []) if isinstance(p, dict)]
+        known = [n for n in names if isinstance(n, str)] + [LAUNCHER]
+        for fault in self.plan:
+            if fault.node not in known:
+                close = difflib.get_close_matches(fault.node, known, n=1)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                raise ConfigError(
+                    f"no process {fault.node!r} in this run{hint}; its processes: {', '.join(known)}",
+                    str(self.run_dir / "cluster.json"),
+                )
+
     def run(self) -> int:
+        """Inject the plan; 0 if every fault was injected, 1 if one was not
+        (its target was not running then, or the run had ended), each said
+        on standard error."""
         t0 = self.wait_for_start()
         self.history.parent.mkdir(parents=True, exist_ok=True)
+        skipped = 0
         try:
             for fault in self.plan:
                 self._sleep_until(t0 + fault.at)
-                self.inject(fault)
+                if not self.inject(fault):
+                    skipped += 1
             while self._resume:
                 self._sleep_until(None)
         finally:
             self.resume_all()
-        return 0
+        return 1 if skipped else 0
 
-    def inject(self, fault: Fault) -> None:
+    def inject(self, fault: Fault) -> bool:
+        """Send ``fault``'s signal; False (said and recorded) if it could not be."""
         doc = read_cluster(self.run_dir) or {}
         pid = pid_of(doc, fault.node)
         record: dict[str, Any] = {"node": fault.node, "kind": fault.kind.value, "at": fault.at, "pid": pid}
+        launcher = doc.get("launcher_pid")
+        ended = isinstance(launcher, int) and not runs(launcher, LAUNCHER, launcher_started(doc))
+        if ended and fault.node != LAUNCHER:
+            return self._skip(fault, record, "the run has ended (its launcher is gone)")
         if pid is None or not runs(pid, fault.node, launcher_started(doc)):
-            self._write({**record, "t": time.time(), "skipped": "not running"})
-            return
+            return self._skip(fault, record, "not running")
         sig = signal.SIGKILL if fault.kind is FaultKind.KILL else signal.SIGSTOP
         # Stamped before the signal: taken after, it could fall behind the
         # failure's own detection when this process is descheduled.
@@ -167,9 +202,9 @@ class Nemesis:
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            self._write({**record, "t": at, "skipped": "not running"})
-            return
+            return self._skip(fault, record, "not running")
         self._write({**record, "t": at, "duration": fault.duration})
+        print(f"t={at - self.t0:6.2f}s  {sig.name} {fault.node} (pid {pid})", flush=True)
         self.events.emit(
             "fault_injected",
             at=at,
@@ -180,6 +215,12 @@ class Nemesis:
         )
         if fault.kind is FaultKind.STOP:
             heapq.heappush(self._resume, (time.monotonic() + fault.duration, pid, fault.node))
+        return True
+
+    def _skip(self, fault: Fault, record: dict[str, Any], why: str) -> bool:
+        self._write({**record, "t": time.time(), "skipped": why})
+        print(f"semiactive nemesis: {fault.describe()} not injected: {why}", file=sys.stderr, flush=True)
+        return False
 
     def _sleep_until(self, wall: float | None) -> None:
         """Sleep until wall-clock ``wall`` (None: the next resume), sending

@@ -20,6 +20,7 @@ import pytest
 
 from semiactive import config, topology
 from semiactive.campaigns.nemesis import Nemesis, NemesisError, launcher_started, read_history, runs
+from semiactive.config import ConfigError
 from semiactive.launcher.faults import Fault, FaultKind
 from semiactive.launcher.measurements import analyse
 from semiactive.launcher.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
@@ -197,8 +198,32 @@ def test_the_nemesis_signals_only_a_pid_that_runs_that_node(
     assert not runs(victim.pid, "node-1")
     assert not runs(os.getpid(), "node-9")  # this pytest process: not that node
     _cluster_json(tmp_path, os.getpid())  # cluster.json names a pid that is not node-9
-    Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).run()
+    assert Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).run() == 1
     assert read_history(tmp_path)[0]["skipped"] == "not running"
+
+
+def test_the_nemesis_refuses_a_target_the_run_does_not_have(tmp_path: Path) -> None:
+    _cluster_json(tmp_path, os.getpid())
+    with pytest.raises(ConfigError, match=r"no process 'node9' in this run \(did you mean node-9\?\)"):
+        Nemesis(tmp_path, [Fault("node9", 4.0, FaultKind.KILL)]).run()
+    assert not (tmp_path / "telemetry" / "nemesis.jsonl").exists()
+
+
+def test_the_nemesis_refuses_a_run_that_has_ended(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass", "cluster", "up"])
+    gone.wait()
+    doc = {"t0_unix": time.time() - 30, "launcher_pid": gone.pid, "processes": [{"name": "node-2", "pid": 1}]}
+    (tmp_path / "cluster.json").write_text(json.dumps(doc))
+    with pytest.raises(NemesisError, match="has ended"):
+        Nemesis(tmp_path, [Fault("node-2", 5.0, FaultKind.KILL)]).run()
+
+
+def test_a_fault_the_nemesis_could_not_inject_is_said_and_fails_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cluster_json(tmp_path, os.getpid())
+    assert Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).run() == 1
+    assert "kill node-9@0 not injected: not running" in capsys.readouterr().err
 
 
 def test_the_nemesis_freezes_resumes_and_kills_and_the_watch_sees_it(
@@ -223,14 +248,14 @@ def test_the_nemesis_freezes_resumes_and_kills_and_the_watch_sees_it(
     watched = [Watched()]
     nemesis = Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.STOP, 0.3)])
     nemesis.wait_for_start()
-    nemesis.inject(nemesis.plan[0])
+    assert nemesis.inject(nemesis.plan[0])
     _until(lambda: process_state(victim.pid) == "T")  # signals arrive asynchronously
     assert watch.observe(watched) == [] and watch.frozen(victim.pid)
     nemesis._sleep_until(None)  # the SIGCONT falls due
     _until(lambda: process_state(victim.pid) != "T")
     watch.observe(watched)
     assert not watch.frozen(victim.pid)
-    nemesis.inject(Fault("node-9", 0.0, FaultKind.KILL))
+    assert nemesis.inject(Fault("node-9", 0.0, FaultKind.KILL))
     victim.wait(5)
     (exit_,) = watch.observe(watched)
     assert exit_.returncode == -signal.SIGKILL and "SIGKILL" in exit_.describe()
@@ -261,7 +286,8 @@ def test_an_exit_the_launcher_caused_is_not_a_fault(tmp_path: Path, victim: subp
 def test_the_nemesis_gives_up_on_a_run_whose_launcher_is_gone(tmp_path: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass", "cluster", "up"])
     gone.wait()
-    (tmp_path / "cluster.json").write_text(json.dumps({"t0_unix": None, "launcher_pid": gone.pid}))
+    doc = {"t0_unix": None, "launcher_pid": gone.pid, "processes": [{"name": "node-9", "pid": 1}]}
+    (tmp_path / "cluster.json").write_text(json.dumps(doc))
     started = time.monotonic()
     with pytest.raises(NemesisError, match="ended before it started"):
         Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).wait_for_start(timeout=30)
@@ -273,11 +299,14 @@ def test_the_nemesis_waits_as_long_as_a_live_launcher_starts_and_no_longer_for_n
     launcher is waited for; a run directory without one is not."""
     launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "cluster", "up"])
     try:
-        (tmp_path / "cluster.json").write_text(json.dumps({"t0_unix": None, "launcher_pid": launcher.pid}))
+        node = {"name": "node-9", "pid": 1}
+        (tmp_path / "cluster.json").write_text(
+            json.dumps({"t0_unix": None, "launcher_pid": launcher.pid, "processes": [node]})
+        )
         started = threading.Timer(
             0.8,
             lambda: (tmp_path / "cluster.json").write_text(
-                json.dumps({"t0_unix": 1234.5, "launcher_pid": launcher.pid})
+                json.dumps({"t0_unix": 1234.5, "launcher_pid": launcher.pid, "processes": [node]})
             ),
         )
         started.start()
