@@ -42,6 +42,7 @@ import grpc
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.admin.certificates import identities, issue_cluster
+from semiactive.errors import UserError
 from semiactive.launcher import manifest
 from semiactive.launcher.faults import Fault, parse_faults
 from semiactive.launcher.measurements import RunReport, analyse
@@ -64,6 +65,7 @@ READY_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 30.0
 QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
 RESTART_DELAY_S = 0.5  # a replacement machine takes a moment
+PLAIN_PROGRESS_S = 5.0  # progress lines when standard error is not a terminal
 STARTUP_RESTARTS = 3  # a process killed again and again before t0 ends the run
 START_ATTEMPTS = 5  # Start calls to a live node that does not answer (frozen, say)
 COORDINATOR = "coordinator"
@@ -103,6 +105,22 @@ class Process:
     frozen_by_launcher: bool = False
     restarts: int = 0
     abandoned: bool = False  # dead and not to be restarted (its programs changed)
+    launched_as: str = ""  # its role, or "spare" when restarted as one
+    launched_at: float = 0.0  # monotonic
+    # What it does now, as the coordinator last heard from this incarnation
+    # (a secondary that took over is a primary); "" until then.
+    serving_role: str = ""
+    serving_stage: str | None = None
+
+    def role_now(self) -> str:
+        if self.popen is not None and not self.alive:
+            return "down"
+        return self.serving_role or self.launched_as or self.role
+
+    def stage_now(self) -> str | None:
+        if self.serving_role:
+            return self.serving_stage
+        return None if self.launched_as == "spare" else self.stage
     events: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -234,6 +252,8 @@ class Cluster:
         env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
         env[LAUNCHER_PID_ENV] = str(os.getpid())
         p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        p.launched_as, p.launched_at = ("spare" if spare else p.role), time.monotonic()
+        p.serving_role, p.serving_stage = "", None
         out.close()
         if p.name not in self.channels:
             self.channels[p.name] = self.security.channel(p.address, p.name, GRPC_OPTIONS)
@@ -297,8 +317,9 @@ class Cluster:
             "processes": [
                 {
                     "name": p.name,
-                    "role": p.role,
-                    "stage": p.stage,
+                    "role": p.role_now(),
+                    "stage": p.stage_now(),
+                    "started_as": p.role,
                     "host": p.host,
                     "pid": p.popen.pid if p.popen else None,
                     "restarts": p.restarts,
@@ -315,6 +336,27 @@ class Cluster:
         tmp = self.run_dir / "cluster.json.tmp"
         tmp.write_text(json.dumps(doc, indent=2))
         tmp.replace(self.run_dir / "cluster.json")
+
+    async def follow_roles(self) -> None:
+        """Keep ``cluster.json`` saying what every process does now (the
+        coordinator's view): after a failover its old primary is ``down``
+        or a ``spare``, its secondary the ``primary``."""
+        try:
+            state = await cdpb_grpc.CoordinatorStub(self.channels[COORDINATOR]).ClusterState(
+                pb.Empty(), timeout=0.5
+            )
+        except grpc.aio.AioRpcError:
+            return  # restarting: the next look will do
+        before = [(p.role_now(), p.serving_stage) for p in self.processes.values()]
+        now = time.monotonic()
+        for node in state.nodes:
+            p = self.processes.get(node.name)
+            # Only a report of this incarnation counts: a restarted node's
+            # record says what its predecessor was until it reports.
+            if p is not None and node.role and 0 <= node.last_report_s <= now - p.launched_at:
+                p.serving_role, p.serving_stage = node.role, node.stage or None
+        if before != [(p.role_now(), p.serving_stage) for p in self.processes.values()]:
+            self.write_cluster_json()
 
     def control(self, name: str) -> cpb_grpc.ControlStub:
         return cpb_grpc.ControlStub(self.channels[name])
@@ -448,6 +490,7 @@ class Cluster:
         while time.monotonic() < deadline:
             self.watch.observe(self.processes.values())
             self.restart_dead()
+            await self.follow_roles()
             alive = [p.name for p in self.nodes if p.alive]
             statuses = dict(zip(alive, await asyncio.gather(*(self.status(n) for n in alive)), strict=True))
             for st in statuses.values():
@@ -502,14 +545,19 @@ class Cluster:
 
 async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show: bool) -> None:
     """Run for ``duration`` seconds, injecting the launcher's own faults,
-    watching for the ones nobody announced, and printing a line per second:
-    elapsed time and rows per second at each source and sink."""
+    watching for the ones nobody announced, keeping ``cluster.json``'s roles
+    current, and showing progress: elapsed time and rows per second at each
+    source and sink (rewritten in place every second on a terminal; a line
+    every ``PLAIN_PROGRESS_S`` otherwise, so a log file gets lines)."""
     # Fault times and the duration count from t0, when the sources start
     # (a moment after the Start calls).
     started = time.monotonic() + max(0.0, cluster.t0 - time.time())
-    last: dict[str, int] = {}
+    terminal = sys.stderr.isatty()
+    every = 1.0 if terminal else min(PLAIN_PROGRESS_S, max(1.0, duration / 5))
+    counts: dict[str, int] = {}
+    shown_at = 0.0
     pending = sorted(faults, key=lambda f: f.at)
-    next_line = 0.0
+    next_look = 0.0
     while True:
         elapsed = time.monotonic() - started
         while pending and pending[0].at <= elapsed:
@@ -517,23 +565,34 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
         if elapsed >= duration:
             return
         for seen in cluster.watch.observe(cluster.processes.values()):
-            sys.stderr.write(f"\n  t={time.time() - cluster.t0:5.1f}s  {seen.describe()}\n")
+            sys.stderr.write(f"{chr(10) if terminal and show else ''}  t={time.time() - cluster.t0:5.1f}s  ")
+            sys.stderr.write(f"{seen.describe()}\n")
         cluster.restart_dead()
-        if show and elapsed >= next_line:
-            next_line = elapsed + 1.0
-            parts = []
-            for p in cluster.processes.values():
-                if p.role not in ("source", "sink") or not p.alive:
-                    continue
-                st = await cluster.status(p.name, timeout=0.3)
-                if st is None:
-                    continue
-                count = st.tuples_out if p.role == "source" else st.tuples_in
-                parts.append(f"{p.name} {count - last.get(p.name, 0):,}/s")
-                last[p.name] = count
-            sys.stderr.write(f"\r  t={elapsed:5.1f}s  " + "  ".join(parts) + "   ")
+        if elapsed >= next_look:
+            next_look = elapsed + 1.0
+            await cluster.follow_roles()
+        if show and elapsed - shown_at >= every:
+            rates = await _rates(cluster, counts, elapsed - shown_at)
+            shown_at = elapsed
+            line = f"  t={elapsed:5.1f}s  " + "  ".join(rates)
+            sys.stderr.write(f"\r{line}   " if terminal else f"{line}\n")
             sys.stderr.flush()
         await asyncio.sleep(OBSERVE_INTERVAL_S)
+
+
+async def _rates(cluster: Cluster, counts: dict[str, int], seconds: float) -> list[str]:
+    """Rows per second at each live source and sink since the last call."""
+    parts = []
+    for p in cluster.processes.values():
+        if p.role not in ("source", "sink") or not p.alive:
+            continue
+        st = await cluster.status(p.name, timeout=0.3)
+        if st is None:
+            continue
+        count = st.tuples_out if p.role == "source" else st.tuples_in
+        parts.append(f"{p.name} {(count - counts.get(p.name, 0)) / max(seconds, 1e-3):,.0f}/s")
+        counts[p.name] = count
+    return parts
 
 
 async def run_cluster(
@@ -554,6 +613,10 @@ async def run_cluster(
     replaces dead nodes (the paper's experiments). With a ``network`` the
     nodes run where it puts them."""
     run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    if (run_dir / "cluster.json").exists():
+        # Its files would mix with this run's (the sinks' output, the
+        # telemetry, a manifest with another duration).
+        raise UserError(f"{run_dir} holds a previous run (cluster.json): give another --run-dir or remove it")
     cluster = Cluster(config, run_dir, network)
     planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
     cluster.allocate()
@@ -595,8 +658,8 @@ async def run_cluster(
             run.result()
         else:
             run.cancel()
-        if progress:
-            sys.stderr.write("\n")
+        if progress and sys.stderr.isatty():
+            sys.stderr.write("\n")  # past the progress line
         drain = await cluster.drain()
         for s in drain.stopped:
             print(f"stage {s.stage} stopped: {s.reason}", file=sys.stderr)
@@ -626,7 +689,9 @@ async def run_cluster(
     if drain is not None and drain.stopped:
         report.record_stopped(drain.stopped, drain.received, check_run(cluster.topology, run_dir))
     (run_dir / "telemetry" / "report.json").write_text(json.dumps(report.to_json(), indent=2))
-    print(report.describe(), file=sys.stderr)
+    # The run's result on standard output (what a script keeps); progress
+    # and diagnostics went to standard error.
+    print(report.describe(), flush=True)
     if report_to is not None:
         report_to.append(report)
     return code

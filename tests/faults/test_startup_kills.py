@@ -12,8 +12,8 @@ import os
 import random
 import signal
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -48,11 +48,11 @@ def _kill_before_t0(run_dir: Path, name: str, delay: float) -> bool:
     """SIGKILL ``name`` ``delay`` seconds after its pid appears; False if
     t0 was set first (then the kill would not be one of start-up)."""
     pid = wait_until(
-        lambda: next(
-            (p["pid"] for p in _cluster(run_dir)["processes"] if p["name"] == name and p["pid"]), None
-        )
-        if (run_dir / "cluster.json").exists()
-        else None,
+        lambda: (
+            next((p["pid"] for p in _cluster(run_dir)["processes"] if p["name"] == name and p["pid"]), None)
+            if (run_dir / "cluster.json").exists()
+            else None
+        ),
         timeout=60,
         what=f"{name}'s pid in cluster.json",
     )
@@ -99,6 +99,10 @@ def test_a_process_killed_during_start_up_is_started_again_and_the_run_is_exact(
     if first == "node-2":
         assert restarted == {"node-2": "spare", "sec-3": "spare"}
         assert any(e["event"] == "takeover" and e["node"] == "sec-2" for e in ran), result.stderr
+        # cluster.json says what each process does now, not what it started as.
+        now = {p["name"]: (p["role"], p["started_as"]) for p in _cluster(run_dir)["processes"]}
+        assert now["sec-2"] == ("primary", "secondary")
+        assert now["node-2"][0] in ("spare", "secondary") and now["node-2"][1] == "primary"
     else:
         assert restarted == {"node-0": "source", "sink": "sink"}
 
