@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
 
 from semiactive.config import ConfigError
 from semiactive.runtime.tls import ADMIN, CA_FILE, COORDINATOR, Security
@@ -90,6 +92,61 @@ def describe(state: cdpb.ClusterStatus) -> str:
     return "\n".join(lines)
 
 
+def plain(message: Message) -> dict[str, Any]:
+    """A message as JSON values under its .proto field names, every field
+    present, 64-bit integers as numbers (protobuf's own JSON mapping writes
+    them as strings, and names in camelCase)."""
+    out: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            out[field.name] = dict(value)
+        elif field.message_type is not None and field.is_repeated:
+            out[field.name] = [plain(v) for v in value]
+        elif field.message_type is not None:
+            out[field.name] = plain(value)
+        elif field.is_repeated:
+            out[field.name] = list(value)
+        else:
+            out[field.name] = value
+    return out
+
+
+def unreachable(address: str, run_dir: Path | None, exc: grpc.aio.AioRpcError) -> str:
+    """Why the coordinator does not answer, as far as this side can tell."""
+    said = f"{exc.code().name}: {(exc.details() or '').splitlines()[0]}"
+    doc = _cluster_json(run_dir) if run_dir is not None else None
+    if doc is not None:
+        pid = doc.get("launcher_pid")
+        if isinstance(pid, int) and not _alive(pid):
+            return f"the run in {run_dir} has ended (its launcher is gone): no coordinator to ask"
+        if doc.get("t0_unix") is None:
+            return f"the run in {run_dir} is starting: its coordinator does not answer yet ({said})"
+        return f"the coordinator of the run in {run_dir} ({address}) does not answer: {said}"
+    return (
+        f"no coordinator answers at {address} ({said}): is a cluster running there? "
+        "(--run-dir RUN_DIR for a `cluster up` run, --coordinator HOST:PORT or $SEMIACTIVE_COORDINATOR)"
+    )
+
+
+def _cluster_json(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads((run_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def admin_security(run_dir: Path | None, tls_dir: Path | None) -> Security:
     """The operator's credentials: ``--tls-dir``, else a run's own
     (``RUN_DIR/tls``); insecure when the run has none (``insecure: true``)."""
@@ -109,12 +166,10 @@ def show_status(address: str, run_dir: Path | None, as_json: bool, tls_dir: Path
     try:
         state = asyncio.run(cluster_state(address, security))
     except grpc.aio.AioRpcError as exc:
-        print(
-            f"semiactive status: coordinator {address}: {exc.code().name}: {exc.details()}", file=sys.stderr
-        )
+        print(f"semiactive status: {unreachable(address, run_dir, exc)}", file=sys.stderr)
         return 1
     if as_json:
-        print(json.dumps(MessageToDict(state, always_print_fields_with_no_presence=True), indent=2))
+        print(json.dumps(plain(state), indent=2))
     else:
         print(describe(state))
     return 0

@@ -1,0 +1,59 @@
+"""``semiactive status``'s output a script reads, and what it says when no
+coordinator answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from semiactive.admin.status import plain, unreachable
+from semiactive.wire import coordinator_pb2 as cdpb
+
+
+def test_the_json_has_proto_field_names_and_numbers_for_64_bit_integers() -> None:
+    state = cdpb.ClusterStatus(name="c", uptime_s=2.5)
+    stage = state.stages.add(stage="select-2", primary="node-4", epoch=3, version=7)
+    stage.tuning.add(edge="a->b", batch_size=100)
+    state.nodes.add(name="node-2", role="spare", last_report_s=-1.0)
+    out = json.loads(json.dumps(plain(state)))
+    assert out["uptime_s"] == 2.5 and "uptimeS" not in out
+    (s,) = out["stages"]
+    assert (s["epoch"], s["version"], s["secondary"], s["protected"]) == (3, 7, "", False)
+    assert s["tuning"][0]["batch_size"] == 100
+    assert out["nodes"][0]["last_report_s"] == -1.0
+
+
+class _Refused(grpc.aio.AioRpcError):
+    def __init__(self) -> None:
+        super().__init__(
+            grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "refused\nmore"
+        )
+
+
+@pytest.fixture
+def gone_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def test_no_coordinator_says_why_by_the_state_of_the_run(tmp_path: Path, gone_pid: int) -> None:
+    doc = {"t0_unix": None, "launcher_pid": os.getpid(), "processes": []}
+    (tmp_path / "cluster.json").write_text(json.dumps(doc))
+    assert "is starting" in unreachable("127.0.0.1:1", tmp_path, _Refused())
+    (tmp_path / "cluster.json").write_text(json.dumps({**doc, "t0_unix": time.time()}))
+    assert "does not answer: UNAVAILABLE: refused" in unreachable("127.0.0.1:1", tmp_path, _Refused())
+    (tmp_path / "cluster.json").write_text(json.dumps({**doc, "launcher_pid": gone_pid}))
+    assert "has ended" in unreachable("127.0.0.1:1", tmp_path, _Refused())
+    said = unreachable("127.0.0.1:1", None, _Refused())
+    assert (
+        said.startswith("no coordinator answers at 127.0.0.1:1 (UNAVAILABLE: refused)")
+        and "--run-dir" in said
+    )
