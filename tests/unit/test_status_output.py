@@ -45,7 +45,7 @@ def gone_pid() -> int:
 
 
 def test_no_coordinator_says_why_by_the_state_of_the_run(tmp_path: Path, gone_pid: int) -> None:
-    doc = {"t0_unix": None, "launcher_pid": os.getpid(), "processes": []}
+    doc: dict[str, object] = {"t0_unix": None, "launcher_pid": os.getpid(), "processes": []}
     (tmp_path / "cluster.json").write_text(json.dumps(doc))
     assert "is starting" in unreachable("127.0.0.1:1", tmp_path, _Refused())
     (tmp_path / "cluster.json").write_text(json.dumps({**doc, "t0_unix": time.time()}))
