@@ -672,15 +672,30 @@ class IngestServicer(pb_grpc.IngestServicer):
             log.warning("refused ingest: %s", refusal)
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
         accepted = 0
+        refused: list[str] = []
+        batches = 0
         try:
             async for batch in request_iterator:  # type: ignore[attr-defined]
+                batches += 1
                 try:
                     rows = [_json_row(r) for r in batch.rows]
                     watermark = batch.watermark if batch.HasField("watermark") else None
                     await self.source.outbound.wait_room()
                     accepted += self.source.ingest(rows, watermark, batch.end_of_stream)
                 except (json.JSONDecodeError, SourceDataError, AttributeError) as exc:
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad ingest batch: {exc}")
+                    # Refused whole; the call goes on with the next batch.
+                    refused.append(f"batch {batches}: {exc}")
         except DecodeError:  # refused without a traceback in the log
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable ingest batch")
-        return pb.IngestReply(accepted=accepted, last_seq=self.source.log.head)
+            refused.append(f"batch {batches + 1}: undecodable")
+        head = self.source.log.head
+        if refused:
+            # An error status, so that no producer takes a refusal for a
+            # success; what was taken is in the trailers and the message.
+            context.set_trailing_metadata((("accepted", str(accepted)), ("last-seq", str(head))))
+            shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"bad ingest batch: {shown} ({len(refused)} of {batches} batches refused; "
+                f"{accepted} rows accepted, last seq {head})",
+            )
+        return pb.IngestReply(accepted=accepted, last_seq=head)

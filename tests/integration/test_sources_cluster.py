@@ -356,6 +356,21 @@ def test_ingest_rows_pushed_over_grpc(ingest_cluster: Nodes) -> None:
         assert message in (err.value.details() or ""), err.value.details()
     assert nodes.status("gate").tuples_out == len(rows)
 
+    # A bad batch among good ones: refused whole, the call goes on, and it
+    # ends in INVALID_ARGUMENT naming it, with what was taken.
+    more = [(last_ts + 2, "s1", 1), (last_ts + 4, "s2", 2)]
+    more_json: list[dict[str, Any]] = [{"ts": t, "sensor": s, "temp": v} for t, s, v in more]
+    with pytest.raises(grpc.RpcError) as err:
+        ingest.Send(iter([pb.IngestBatch(rows=["{oops"]), _batch(more_json)]), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+    details = err.value.details() or ""
+    assert "batch 1: unreadable row" in details and "1 of 2 batches refused; 2 rows accepted" in details
+    assert dict(err.value.trailing_metadata())["accepted"] == "2"
+    rows += more
+    as_json += more_json
+    last_ts = rows[-1][0]
+    assert nodes.status("gate").tuples_out == len(rows)
+
     # Let the stage acknowledge everything before the stream ends: the end
     # must still cover the last instant's rows.
     nodes.wait("gate", "acknowledgement", lambda s: s.outputs and s.outputs[0].acked == len(rows))
