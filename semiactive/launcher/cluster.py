@@ -112,15 +112,6 @@ class Process:
     serving_role: str = ""
     serving_stage: str | None = None
 
-    def role_now(self) -> str:
-        if self.popen is not None and not self.alive:
-            return "down"
-        return self.serving_role or self.launched_as or self.role
-
-    def stage_now(self) -> str | None:
-        if self.serving_role:
-            return self.serving_stage
-        return None if self.launched_as == "spare" else self.stage
     events: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -137,6 +128,16 @@ class Process:
 
     def returncode(self) -> int | None:
         return self.popen.poll() if self.popen is not None else None
+
+    def role_now(self) -> str:
+        if self.popen is not None and not self.alive:
+            return "down"
+        return self.serving_role or self.launched_as or self.role
+
+    def stage_now(self) -> str | None:
+        if self.serving_role:
+            return self.serving_stage
+        return None if self.launched_as == "spare" else self.stage
 
 
 class Cluster:
