@@ -111,7 +111,6 @@ class Process:
     # (a secondary that took over is a primary); "" until then.
     serving_role: str = ""
     serving_stage: str | None = None
-
     events: list[dict[str, object]] = field(default_factory=list)
 
     @property
@@ -192,8 +191,11 @@ class Cluster:
                     raise self.loaded.error(
                         f"cluster up runs on loopback only; {ep.host} is not", "endpoints", name
                     )
-                if port_in_use(ep.host, ep.port):
-                    raise self.loaded.error(f"port {ep.port} is already in use", "endpoints", name, "port")
+                for field_name, taken in (("port", ep.port), ("metrics_port", ep.metrics_port)):
+                    if taken and port_in_use(ep.host, taken):
+                        raise self.loaded.error(
+                            f"port {taken} is already in use", "endpoints", name, field_name
+                        )
                 port, metrics = ep.port, ep.metrics_port or self.ports.take()
             else:
                 port, metrics = self.ports.take(), self.ports.take()

@@ -95,6 +95,23 @@ def test_port_in_use(tmp_path: Path) -> None:
     assert f"port {port} is already in use" in result.stderr and "endpoints.node-1" in result.stderr
 
 
+def test_metrics_port_in_use(tmp_path: Path) -> None:
+    """Found before anything starts, like a gRPC port (it used to end the
+    run with exit 1 once the node failed to bind it)."""
+    with socket.socket() as taken, socket.socket() as free:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        free.bind(("127.0.0.1", 0))
+        port, grpc_port = taken.getsockname()[1], free.getsockname()[1]
+        free.close()
+        cfg = chain_config(SELECT)
+        cfg["endpoints"] = {"node-1": {"host": "127.0.0.1", "port": grpc_port, "metrics_port": port}}
+        result = _up(tmp_path, write_config(tmp_path / "c.yaml", cfg))
+    assert result.returncode == 2, result.stderr
+    assert f"port {port} is already in use" in result.stderr
+    assert "endpoints.node-1.metrics_port" in result.stderr
+
+
 def test_peer_unreachable_at_start(tmp_path: Path) -> None:
     cfg = chain_config(SELECT, connect_timeout_ms=800)
     config = write_config(tmp_path / "c.yaml", cfg)
