@@ -399,51 +399,66 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_node(
             args.config,
-            args.name,
-            args.endpoints,
-            args.run_dir,
-            args.start_now,
-            args.log_level,
-            args.spare,
-            args.coordinator,
-            args.tls_dir,
+            name=args.name,
+            endpoints=args.endpoints,
+            run_dir=args.run_dir,
+            start_now=args.start_now,
+            log_level=args.log_level,
+            spare=args.spare,
+            coordinator=args.coordinator,
+            tls_dir=args.tls_dir,
         )
     if args.command == "coordinator":
         from semiactive.coordinator.service import run_coordinator
 
         return run_coordinator(
             args.config,
-            args.listen,
-            args.endpoints,
-            args.run_dir,
-            not args.no_reprotect,
-            args.log_level,
-            args.tls_dir,
-            args.metrics_port,
-            args.http,
+            listen=args.listen,
+            endpoints=args.endpoints,
+            run_dir=args.run_dir,
+            reprotect=not args.no_reprotect,
+            log_level=args.log_level,
+            tls_dir=args.tls_dir,
+            metrics_port=args.metrics_port,
+            http_port=args.http,
         )
     if args.command == "status":
         from semiactive.admin.status import show_status
 
         address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
-        return show_status(address, args.run_dir, args.json, args.tls_dir)
+        return show_status(address, run_dir=args.run_dir, as_json=args.json, tls_dir=args.tls_dir)
     if args.command == "migrate":
         from semiactive.admin.migrate import migrate
 
         address = args.coordinator or os.environ.get(COORDINATOR_ENV, DEFAULT_COORDINATOR)
-        return migrate(address, args.run_dir, args.stage, args.target, args.wait, args.tls_dir)
+        return migrate(
+            address,
+            run_dir=args.run_dir,
+            stage=args.stage,
+            target=args.target,
+            wait_s=args.wait,
+            tls_dir=args.tls_dir,
+        )
     if args.command == "health":
         from semiactive.runtime.health import health_main
 
-        return health_main(args.address, args.tls_dir, args.peer, args.identity, args.timeout)
+        return health_main(
+            args.address, tls_dir=args.tls_dir, peer=args.peer, identity=args.identity, timeout=args.timeout
+        )
     if args.command == "start":
         from semiactive.admin.deployment import run_start
 
-        return run_start(args.config, args.endpoints, args.tls_dir, args.wait)
+        return run_start(args.config, endpoints=args.endpoints, tls_dir=args.tls_dir, wait_s=args.wait)
     if args.command == "drain":
         from semiactive.admin.deployment import run_drain
 
-        return run_drain(args.config, args.endpoints, args.tls_dir, args.wait, args.timeout)
+        return run_drain(
+            args.config,
+            endpoints=args.endpoints,
+            tls_dir=args.tls_dir,
+            wait_s=args.wait,
+            drain_s=args.timeout,
+        )
     if args.command == "verify":
         from semiactive.oracle.verify import main as verify_main
 
@@ -453,14 +468,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "certs":
         from semiactive.admin.certificates import issue_certs
 
-        return issue_certs(
-            args.action, args.dir, getattr(args, "config", None), getattr(args, "name", ""), args.days
-        )
+        if args.action == "init":
+            return issue_certs("init", args.dir, config=args.config, days=args.days)
+        return issue_certs("issue", args.dir, name=args.name, days=args.days)
     if args.command == "query" and args.action in ("add", "remove"):
         from semiactive.admin.registration import run_registration
 
         return run_registration(
-            args.action, args.items, args.config, args.run_dir, args.endpoints, args.tls_dir, args.registry
+            args.action,
+            args.items,
+            config=args.config,
+            run_dir=args.run_dir,
+            endpoints=args.endpoints,
+            tls_dir=args.tls_dir,
+            registry=args.registry,
         )
     if args.command == "query":
         from semiactive.embedded import query as embedded
@@ -469,34 +490,38 @@ def _dispatch(args: argparse.Namespace) -> int:
             keys = embedded.parse_partition_by(args.partition_by) if args.partition_by else None
             text = embedded.check(
                 args.file,
-                args.insert_delays,
-                args.show_code,
+                insert_delays=args.insert_delays,
+                show_code=args.show_code,
                 window_bounds=args.window_bounds,
                 partition_by=keys,
             )
             print(text)
             return 0
-        bounds = args.window_bounds
         return embedded.run(
-            args.file, args.stream, args.output, args.executor, args.run_limit, window_bounds=bounds
+            args.file,
+            args.stream,
+            output=args.output,
+            executor=args.executor,
+            run_limit=args.run_limit,
+            window_bounds=args.window_bounds,
         )
     if args.command == "mqo":
         from semiactive.embedded import mqo as mqo_runner
 
         return mqo_runner.main(
             args.queries,
-            args.stream,
-            args.clock,
-            args.method,
-            args.out,
-            args.theta,
-            args.unit,
-            args.log_period,
-            args.recluster_every,
-            args.recluster_at,
-            args.patience,
-            args.add,
-            args.remove,
+            stream_specs=args.stream,
+            clock_specs=args.clock,
+            method=args.method,
+            out=args.out,
+            theta=args.theta,
+            unit=args.unit,
+            log_period=args.log_period,
+            recluster_every=args.recluster_every,
+            recluster_at=args.recluster_at,
+            patience=args.patience,
+            add=args.add,
+            remove=args.remove,
         )
     if args.command == "placement":
         from semiactive.cli import placement as placement_cli
@@ -513,7 +538,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return asyncio.run(
             run_cluster(
-                args.config, args.duration, args.run_dir, args.kill, args.stop, progress=not args.quiet
+                args.config,
+                duration=args.duration,
+                run_dir=args.run_dir,
+                kills=args.kill,
+                stops=args.stop,
+                progress=not args.quiet,
             )
         )
     if args.command in ("experiment", "chaos"):
@@ -524,7 +554,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         out = args.out or Path("runs") / f"mqo-{time.strftime('%Y%m%d-%H%M%S')}"
         methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
         return run_mqo_experiment(
-            out, args.queries, args.units, methods, args.theta, args.recluster_at_unit, args.seed, args.repeat
+            out,
+            queries=args.queries,
+            units=args.units,
+            methods=methods,
+            theta=args.theta,
+            recluster_at_unit=args.recluster_at_unit,
+            seed=args.seed,
+            repeat=args.repeat,
         )
     if args.command == "experiment" and args.action == "asas":
         from semiactive.campaigns.asas import parse_times, run_asas_experiment
@@ -533,14 +570,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         modes = [m.strip().lower() for m in args.modes.split(",") if m.strip()]
         return run_asas_experiment(
             args.scenario,
-            modes,
-            args.tuner,
-            parse_times(args.kill_times),
-            args.repeat,
-            args.duration,
-            args.step_at,
-            out,
-            parse_tags(args.tag),
+            modes=modes,
+            tuner=args.tuner,
+            kill_times=parse_times(args.kill_times),
+            repeat=args.repeat,
+            duration=args.duration,
+            step_at=args.step_at,
+            out_dir=out,
+            tags=parse_tags(args.tag),
         )
     if args.command == "experiment":
         from semiactive.campaigns.sweep import run_sweep
@@ -550,20 +587,37 @@ def _dispatch(args: argparse.Namespace) -> int:
         sizes = _ints(args.batch_sizes, "--batch-sizes")
         loads = _loads(args.network_load)
         tags = parse_tags(args.tag)
-        return run_sweep(args.config, modes, sizes, args.repeat, args.kill, args.duration, out, loads, tags)
+        return run_sweep(
+            args.config,
+            modes=modes,
+            batch_sizes=sizes,
+            repeat=args.repeat,
+            kill=args.kill,
+            duration=args.duration,
+            out_dir=out,
+            network_loads=loads,
+            tags=tags,
+        )
     if args.command == "chaos":
         from semiactive.campaigns.chaos import run_chaos
 
         out = args.out or Path("runs") / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
         tags = parse_tags(args.tag)
         return run_chaos(
-            args.config, args.runs, args.seed, args.duration, out, args.both_replicas, args.injector, tags
+            args.config,
+            runs=args.runs,
+            seed=args.seed,
+            duration=args.duration,
+            out_dir=out,
+            both_replicas=args.both_replicas,
+            injector=args.injector,
+            tags=tags,
         )
     if args.command == "nemesis":
         from semiactive.campaigns.nemesis import NemesisError, run_nemesis
 
         try:
-            return run_nemesis(args.run_dir, args.kill, args.stop, args.plan)
+            return run_nemesis(args.run_dir, kills=args.kill, stops=args.stop, plan_file=args.plan)
         except NemesisError as exc:
             print(f"semiactive nemesis: {exc}", file=sys.stderr)
             return 1
@@ -574,7 +628,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from semiactive.launcher.demo import run_demo
 
-        return run_demo(args.duration, args.run_dir)
+        return run_demo(duration=args.duration, run_dir=args.run_dir)
     if args.command == "bench":
         return _bench(args.name, args.options)
     raise AssertionError(args.command)
@@ -593,7 +647,7 @@ def _report(args: argparse.Namespace) -> int:
     out = args.out or (
         inputs[0] / "report" if len(inputs) == 1 else Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
     )
-    run_report(inputs, out, args.master)
+    run_report(inputs, out, master=args.master)
     return 0
 
 
@@ -606,7 +660,9 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.seed is not None:
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
-        outcome = run_seed(topology, args.seed, args.faults, args.duration, args.keep)
+        outcome = run_seed(
+            topology, args.seed, faults=args.faults, duration_s=args.duration, keep_dir=args.keep
+        )
         print(outcome.summary())
         for check in outcome.checks:
             print(f"  {check.describe()}")
@@ -614,7 +670,12 @@ def _simulate(args: argparse.Namespace) -> int:
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     print(f"simulate {args.config}: seeds {seeds.start}-{seeds.stop - 1}, {args.faults} faults per run")
     result = run_campaign(
-        args.config, seeds, args.faults, args.duration, progress=print, workers=args.workers
+        args.config,
+        seeds,
+        faults=args.faults,
+        duration_s=args.duration,
+        progress=print,
+        workers=args.workers,
     )
     print(
         f"{result.runs} runs, {len(result.failures)} failed, {result.wall_s:.1f} s "
