@@ -144,10 +144,8 @@ async def _trial(
     poll = asyncio.create_task(_poll(run_dir, kill_at, tuning))
     code = await run_cluster(
         str(run_cfg),
-        kill_at + 3,
-        run_dir,
-        [],
-        [],
+        duration=kill_at + 3,
+        run_dir=run_dir,
         progress=False,
         faults=[Fault("node-2", kill_at, FaultKind.KILL)],
         report_to=reports,

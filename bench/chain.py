@@ -50,7 +50,7 @@ def run_chain(
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     run_dir = directory / name
-    code = asyncio.run(run_cluster(str(path), seconds, run_dir, [], [], progress=False))
+    code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())
     checks = check_run(topology.resolve(config.load(path)), run_dir)

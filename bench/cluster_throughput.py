@@ -42,7 +42,7 @@ def with_rate(rate: int, directory: Path) -> Path:
 def trial(rate: int, seconds: float, directory: Path) -> dict[str, object]:
     path = with_rate(rate, directory)
     run_dir = directory / f"run-{rate}"
-    code = asyncio.run(run_cluster(str(path), seconds, run_dir, [], [], progress=False))
+    code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     checks = check_run(topology.resolve(config.load(path)), run_dir)
     latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())

@@ -32,9 +32,10 @@ QUERIES = {
 
 CHILD = """
 import sys
-from semiactive import embedded
+from semiactive.embedded import query
+files, slice_rows = sys.argv[3:], int(sys.argv[2])
 with open("/dev/null", "w") as out:
-    embedded.run(sys.argv[1], sys.argv[3:], None, "dts", 100, out, int(sys.argv[2]))
+    query.run(sys.argv[1], files, output=None, executor="dts", run_limit=100, out=out, slice_rows=slice_rows)
 """
 
 

@@ -46,7 +46,7 @@ def trial(mode: str, rate: int, seconds: float, directory: Path) -> dict[str, An
     path = directory / f"{mode}-{rate}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     run_dir = directory / f"run-{mode}-{rate}"
-    code = asyncio.run(run_cluster(str(path), seconds, run_dir, [], [], progress=False))
+    code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     delivered = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())["delivered"]
     identical = all(c.ok for c in check_run(topology.resolve(config.load(path)), run_dir))

@@ -70,7 +70,7 @@ def chain(partitions: int, rate: int, args: argparse.Namespace, directory: Path)
 def trial(partitions: int, rate: int, args: argparse.Namespace, directory: Path) -> dict[str, Any]:
     path = chain(partitions, rate, args, directory)
     run_dir = directory / f"run-{partitions}-{rate}"
-    code = asyncio.run(run_cluster(str(path), args.seconds, run_dir, [], [], progress=False))
+    code = asyncio.run(run_cluster(str(path), duration=args.seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     checks = check_run(topology.resolve(config.load(path)), run_dir)
     latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())

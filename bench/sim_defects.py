@@ -94,7 +94,9 @@ def main() -> int:
 
     def campaign() -> tuple[list[int], float]:
         started = time.monotonic()
-        failed = [s for s in seeds if not run_seed(topology, s, args.faults, args.duration).ok]
+        failed = [
+            s for s in seeds if not run_seed(topology, s, faults=args.faults, duration_s=args.duration).ok
+        ]
         return failed, time.monotonic() - started
 
     clean, wall = campaign()

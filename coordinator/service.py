@@ -248,17 +248,18 @@ async def _watch_launcher(pid: int) -> None:
 
 def run_coordinator(
     config: str,
+    *,
     listen: str,
     endpoints: Path | None,
     run_dir: Path | None,
     reprotect: bool,
-    level: str,
+    log_level: str,
     tls_dir: Path | None = None,
     metrics_port: int | None = None,
     http_port: int | None = None,
 ) -> int:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=getattr(logging, log_level.upper(), logging.INFO),
         format="%(asctime)s coordinator %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -34,17 +34,18 @@ COLLECTOR_THRESHOLDS = (100_000, 50, 100)
 
 def run_node(
     config: str,
+    *,
     name: str,
     endpoints: Path | None,
     run_dir: Path | None,
     start_now: bool,
-    level: str,
+    log_level: str,
     spare: bool = False,
     coordinator: str | None = None,
     tls_dir: Path | None = None,
 ) -> int:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=getattr(logging, log_level.upper(), logging.INFO),
         format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -119,8 +119,10 @@ class CertificateAuthority:
         cert_path(directory, name).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def issue_certs(action: str, directory: Path, config: str | None, name: str, days: float) -> int:
-    """``semiactive certs init|issue``."""
+def issue_certs(
+    action: str, directory: Path, *, days: float, config: str | None = None, name: str = ""
+) -> int:
+    """``semiactive certs init|issue``: ``init`` needs ``config``, ``issue`` a ``name``."""
     from semiactive import config as config_mod
     from semiactive import topology as topology_mod
 

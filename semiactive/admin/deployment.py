@@ -115,13 +115,13 @@ def _drain(drain_s: float) -> Action:
     return drain
 
 
-def run_start(config: str, endpoints: Path | None, tls_dir: Path | None, wait_s: float) -> int:
+def run_start(config: str, *, endpoints: Path | None, tls_dir: Path | None, wait_s: float) -> int:
     """``semiactive start``."""
     return _run("start", _with_nodes("start", config, endpoints, tls_dir, wait_s, _start))
 
 
 def run_drain(
-    config: str, endpoints: Path | None, tls_dir: Path | None, wait_s: float, drain_s: float
+    config: str, *, endpoints: Path | None, tls_dir: Path | None, wait_s: float, drain_s: float
 ) -> int:
     """``semiactive drain``."""
     return _run("drain", _with_nodes("drain", config, endpoints, tls_dir, wait_s, _drain(drain_s)))

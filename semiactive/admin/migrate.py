@@ -51,7 +51,13 @@ async def _migrate(address: str, security: Security, stage: str, target: str, wa
 
 
 def migrate(
-    address: str, run_dir: Path | None, stage: str, target: str, wait_s: float, tls_dir: Path | None = None
+    address: str,
+    *,
+    run_dir: Path | None,
+    stage: str,
+    target: str,
+    wait_s: float,
+    tls_dir: Path | None = None,
 ) -> int:
     if run_dir is not None:
         address = coordinator_of(run_dir)

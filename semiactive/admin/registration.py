@@ -110,6 +110,7 @@ async def _send(
 def run_registration(
     op: str,
     items: list[str],
+    *,
     config: str | None,
     run_dir: Path | None,
     endpoints: Path | None,

@@ -159,7 +159,7 @@ def admin_security(run_dir: Path | None, tls_dir: Path | None) -> Security:
     return Security.load(tls_dir, ADMIN)
 
 
-def show_status(address: str, run_dir: Path | None, as_json: bool, tls_dir: Path | None = None) -> int:
+def show_status(address: str, *, run_dir: Path | None, as_json: bool, tls_dir: Path | None = None) -> int:
     if run_dir is not None:
         address = coordinator_of(run_dir)
     security = admin_security(run_dir, tls_dir)

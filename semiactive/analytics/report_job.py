@@ -139,6 +139,7 @@ class ReportResult:
 def run_report(
     inputs: list[Path],
     out: Path,
+    *,
     master: str | None = None,
     spark: SparkSession | None = None,
     progress: Callable[[str], None] | None = None,

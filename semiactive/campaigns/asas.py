@@ -282,6 +282,7 @@ class Results:
 
 def run_asas_experiment(
     scenario_name: str,
+    *,
     modes: list[str],
     tuner: str,
     kill_times: list[float],
@@ -354,10 +355,8 @@ def _run_one(
         code = asyncio.run(
             run_cluster(
                 str(cfg_path),
-                length,
-                run_dir,
-                [],
-                [],
+                duration=length,
+                run_dir=run_dir,
                 progress=False,
                 faults=faults,
                 report_to=reports,

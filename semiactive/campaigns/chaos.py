@@ -86,6 +86,7 @@ def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: boo
 
 def run_chaos(
     config_path: str,
+    *,
     runs: int,
     seed: int,
     duration: float,
@@ -179,7 +180,12 @@ def _one_run(
     if injector == "launcher":
         return asyncio.run(
             run_cluster(
-                config_path, duration, run_dir, [], [], progress=False, faults=faults, report_to=reports
+                config_path,
+                duration=duration,
+                run_dir=run_dir,
+                progress=False,
+                faults=faults,
+                report_to=reports,
             )
         )
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +199,7 @@ def _one_run(
         )
     try:
         code = asyncio.run(
-            run_cluster(config_path, duration, run_dir, [], [], progress=False, report_to=reports)
+            run_cluster(config_path, duration=duration, run_dir=run_dir, progress=False, report_to=reports)
         )
     finally:
         ended = nemesis.poll() is not None

@@ -283,6 +283,7 @@ def plot(
 
 def run_mqo_experiment(
     out: Path,
+    *,
     queries: int,
     units: int,
     methods: list[str],

@@ -269,7 +269,7 @@ def read_history(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_nemesis(run_dir: Path, kills: list[str], stops: list[str], plan_file: Path | None) -> int:
+def run_nemesis(run_dir: Path, *, kills: list[str], stops: list[str], plan_file: Path | None) -> int:
     faults = parse_fault_specs(kills, stops)
     if plan_file is not None:
         faults += load_plan(plan_file)

@@ -96,6 +96,7 @@ def load_path(topo: topology.Topology, node: str) -> tuple[str, str]:
 
 def run_sweep(
     config_path: str,
+    *,
     modes: list[str],
     batch_sizes: list[int],
     repeat: int,
@@ -189,10 +190,8 @@ def _run(
         code = asyncio.run(
             run_cluster(
                 str(cfg_path),
-                level.duration,
-                run_dir,
-                [],
-                [],
+                duration=level.duration,
+                run_dir=run_dir,
                 progress=False,
                 faults=[level.fault],
                 report_to=reports,

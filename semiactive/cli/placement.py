@@ -6,18 +6,44 @@ method), as a table or as JSON for scripts.
 
 from __future__ import annotations
 
-import json
+import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from semiactive.placement.network import load_network
-from semiactive.placement.plan import load_plan
-from semiactive.placement.solve import Solution, problem_for, solve
+if TYPE_CHECKING:
+    from semiactive.cli.common import Subcommands
+    from semiactive.placement.solve import Solution
 
 
-def main(topology: str, plan_path: str, method: str, as_json: bool) -> int:
-    network = load_network(topology)
-    plan = load_plan(plan_path)
+def register(sub: Subcommands) -> None:
+    placement = sub.add_parser("placement", help="seed 004: network-aware operator placement")
+    psub = placement.add_subparsers(dest="action", required=True)
+    solve = psub.add_parser("solve", help="place a plan's operators on a topology, minimising network usage")
+    solve.add_argument(
+        "--topology", required=True, metavar="topohub:KEY|FILE", help="e.g. topohub:topozoo/Abilene"
+    )
+    solve.add_argument("--plan", required=True, metavar="PLAN.yaml", help="operators, pins, edges with rates")
+    solve.add_argument(
+        "--method",
+        choices=["exact", "search", "relaxation", "sink", "sources"],
+        default="exact",
+        help="exact (default: tree DP, or an ILP for shared plans), search (relaxation + local search), "
+        "relaxation (Pietzuch), sink, sources",
+    )
+    solve.add_argument("--json", action="store_true", help="one JSON object on standard output")
+    solve.set_defaults(func=_solve)
+
+
+def _solve(args: argparse.Namespace) -> int:
+    import json
+
+    from semiactive.placement.network import load_network
+    from semiactive.placement.plan import load_plan
+    from semiactive.placement.solve import problem_for, solve
+
+    method: str = args.method
+    network = load_network(args.topology)
+    plan = load_plan(args.plan)
     problem = problem_for(plan, network)
     chosen = solve(problem, method)
     optimum = chosen if method == "exact" else solve(problem, "exact")
@@ -29,7 +55,7 @@ def main(topology: str, plan_path: str, method: str, as_json: bool) -> int:
         "solve_s": chosen.seconds,
         "optimum_solve_s": optimum.seconds,
     }
-    if as_json:
+    if args.json:
         json.dump(out, sys.stdout)
         sys.stdout.write("\n")
     else:

@@ -316,6 +316,7 @@ def _timed(spec: str, option: str) -> tuple[int, str]:
 
 def main(
     query_file: str,
+    *,
     stream_specs: Sequence[str],
     clock_specs: Sequence[str],
     method: str,

@@ -42,6 +42,7 @@ def load_program(
 
 def check(
     file: str,
+    *,
     insert_delays: bool = False,
     show_code: bool = False,
     window_bounds: WindowBounds = "closed",
@@ -242,6 +243,7 @@ def _settle(engine: Engine, name: str, end: int) -> list[Element]:
 def run(
     file: str,
     streams: Sequence[str],
+    *,
     output: str | None,
     executor: str,
     run_limit: int,

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -600,10 +601,11 @@ async def _rates(cluster: Cluster, counts: dict[str, int], seconds: float) -> li
 
 async def run_cluster(
     config: str,
+    *,
     duration: float,
     run_dir: Path | None,
-    kills: list[str],
-    stops: list[str],
+    kills: Sequence[str] = (),
+    stops: Sequence[str] = (),
     progress: bool = True,
     faults: list[Fault] | None = None,
     report_to: list[RunReport] | None = None,

@@ -15,7 +15,7 @@ from semiactive.oracle.verify import check_run
 from semiactive.source_tree import EXAMPLES
 
 
-def run_demo(duration: float, run_dir: Path | None) -> int:
+def run_demo(*, duration: float, run_dir: Path | None) -> int:
     path = EXAMPLES / "paper-chain.yaml"
     if not path.exists():
         print(f"semiactive demo: {path} not found (run it from a source checkout)", file=sys.stderr)
@@ -25,7 +25,7 @@ def run_demo(duration: float, run_dir: Path | None) -> int:
         f"Seed 002 Fig. 3: source -> 3 selection stages -> sink, 1000 tuples/s for {duration:g} s",
         file=sys.stderr,
     )
-    code = asyncio.run(run_cluster(str(path), duration, run_dir, [], []))
+    code = asyncio.run(run_cluster(str(path), duration=duration, run_dir=run_dir))
     checks = check_run(topology.resolve(config.load(path)), run_dir)
     for check in checks:
         print(check.describe())

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +96,7 @@ _KILL = re.compile(r"^(?P<node>[^@]+)@(?P<at>\d+(\.\d+)?)$")
 _STOP = re.compile(r"^(?P<node>[^@]+)@(?P<at>\d+(\.\d+)?):(?P<dur>\d+(\.\d+)?)$")
 
 
-def parse_fault_specs(kills: list[str], stops: list[str]) -> list[Fault]:
+def parse_fault_specs(kills: Sequence[str], stops: Sequence[str]) -> list[Fault]:
     """``--kill`` and ``--stop`` arguments, whatever the node names."""
     faults = []
     specs = [(k, _KILL, FaultKind.KILL) for k in kills] + [(s, _STOP, FaultKind.STOP) for s in stops]
@@ -109,7 +110,7 @@ def parse_fault_specs(kills: list[str], stops: list[str]) -> list[Fault]:
     return faults
 
 
-def parse_faults(kills: list[str], stops: list[str], topology: Topology) -> list[Fault]:
+def parse_faults(kills: Sequence[str], stops: Sequence[str], topology: Topology) -> list[Fault]:
     """``--kill`` and ``--stop`` arguments naming nodes of ``topology``."""
     faults = parse_fault_specs(kills, stops)
     for fault in faults:

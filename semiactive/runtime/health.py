@@ -60,7 +60,7 @@ def peer_of(address: str) -> str:
 
 
 def health_main(
-    address: str, tls_dir: Path | None, peer: str | None, identity: str | None, timeout: float
+    address: str, *, tls_dir: Path | None, peer: str | None, identity: str | None, timeout: float
 ) -> int:
     """``semiactive health``: exit 0 when ``address`` is SERVING, 1 when it
     answers otherwise or not at all; one line on stdout either way."""

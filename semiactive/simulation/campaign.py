@@ -43,7 +43,7 @@ class CampaignResult:
 
 
 def run_seed(
-    topology: Topology, seed: int, faults: int, duration_s: float, keep_dir: Path | None = None
+    topology: Topology, seed: int, *, faults: int, duration_s: float, keep_dir: Path | None = None
 ) -> Outcome:
     schedule = random_schedule(topology, random.Random(seed), duration_s, faults)
     return simulate(topology, seed, schedule, duration_s=duration_s, keep_dir=keep_dir)
@@ -52,6 +52,7 @@ def run_seed(
 def run_campaign(
     config: str | Path,
     seeds: range,
+    *,
     faults: int,
     duration_s: float,
     progress: Callable[[str], None] | None = None,
@@ -81,7 +82,7 @@ def _topology(config: str) -> Topology:
 
 def _run_job(job: tuple[str, int, int, float]) -> Outcome:
     config, seed, faults, duration_s = job
-    return run_seed(_topology(config), seed, faults, duration_s)
+    return run_seed(_topology(config), seed, faults=faults, duration_s=duration_s)
 
 
 def _collect(

@@ -204,7 +204,7 @@ async def run_partitioned(
     failed = True
     with NetworkLab(list(topo.nodes)) as lab:
         run = asyncio.create_task(
-            run_cluster(str(config_path), duration, run_dir, [], [], progress=False, network=lab)
+            run_cluster(str(config_path), duration=duration, run_dir=run_dir, progress=False, network=lab)
         )
         try:
             while (t0 := _t0(run_dir)) is None:

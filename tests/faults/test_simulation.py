@@ -53,7 +53,11 @@ def topology() -> Topology:
 
 def test_seeded_fault_schedules_deliver_exactly_the_reference(topology: Topology) -> None:
     result = run_campaign(
-        Path(__file__).parents[2] / CONFIG, range(SEEDS), FAULTS, DURATION_S, workers=WORKERS
+        Path(__file__).parents[2] / CONFIG,
+        range(SEEDS),
+        faults=FAULTS,
+        duration_s=DURATION_S,
+        workers=WORKERS,
     )
     print(
         f"{result.runs} schedules in {result.wall_s:.1f} s ({result.runs_per_s:.1f}/s), "
@@ -72,7 +76,9 @@ def test_partitioned_stages_under_fault_schedules_deliver_exactly_the_reference(
     by the sink): every partition a stage of its own to kills, freezes and
     cut links; the sink equals the reference that routes and merges."""
     path = Path(__file__).parents[2] / PARTITIONED
-    result = run_campaign(path, range(PARTITIONED_SEEDS), FAULTS, DURATION_S, workers=WORKERS)
+    result = run_campaign(
+        path, range(PARTITIONED_SEEDS), faults=FAULTS, duration_s=DURATION_S, workers=WORKERS
+    )
     failures = [
         f"{o.summary()}\n  replay: {replay_command(PARTITIONED, o.seed, FAULTS, DURATION_S)}"
         for o in result.failures
@@ -85,14 +91,14 @@ def test_a_seed_replays_exactly(topology: Topology) -> None:
     """Also when the garbage collector runs at other moments, as it does
     after other work in the same process: it once ran killed processes'
     ``finally`` blocks mid-run and reordered timers due at one instant."""
-    first = run_seed(topology, 7, FAULTS, DURATION_S)
+    first = run_seed(topology, 7, faults=FAULTS, duration_s=DURATION_S)
     thresholds = gc.get_threshold()
     gc.set_threshold(50, 2, 2)
     try:
-        again = run_seed(topology, 7, FAULTS, DURATION_S)
+        again = run_seed(topology, 7, faults=FAULTS, duration_s=DURATION_S)
     finally:
         gc.set_threshold(*thresholds)
-    other = run_seed(topology, 8, FAULTS, DURATION_S)
+    other = run_seed(topology, 8, faults=FAULTS, duration_s=DURATION_S)
     assert first.messages > 1000
     assert (again.trace, again.messages, again.virtual_s) == (first.trace, first.messages, first.virtual_s)
     assert other.trace != first.trace
@@ -234,7 +240,7 @@ def test_a_chain_of_cuts_that_fills_the_first_log_is_relieved_by_pressure(tmp_pa
         assert ("node-1", "node-0->select-1") in pressed
         assert any(edge == "select-1->sum-2" for _, edge in pressed), pressed
         assert not [e for e in events if e["event"] == "log_full"]
-    result = run_campaign(path, range(SEEDS // 16), FAULTS, DURATION_S, workers=WORKERS)
+    result = run_campaign(path, range(SEEDS // 16), faults=FAULTS, duration_s=DURATION_S, workers=WORKERS)
     assert not result.failures, "\n".join(o.summary() for o in result.failures)
 
 

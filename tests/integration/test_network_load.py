@@ -111,10 +111,8 @@ async def test_nodes_run_in_their_namespaces_where_the_nemesis_finds_them(tmp_pa
         run = asyncio.create_task(
             run_cluster(
                 str(CHAIN),
-                3.0,
-                run_dir,
-                [],
-                [],
+                duration=3.0,
+                run_dir=run_dir,
                 progress=False,
                 report_to=reports,
                 reprotect=False,

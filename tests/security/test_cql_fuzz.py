@@ -301,7 +301,7 @@ def exercise(text: str, directory: Path, executor: str = "dts", insert_delays: b
             embedded.check(str(query), insert_delays=insert)
         program = embedded.load_program(str(query))
         streams = list(write_inputs(program, directory))
-        embedded.run(str(query), streams, None, executor, 100, out=io.StringIO())
+        embedded.run(str(query), streams, output=None, executor=executor, run_limit=100, out=io.StringIO())
     except EXPECTED:
         pass
 

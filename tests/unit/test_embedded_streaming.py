@@ -67,7 +67,15 @@ def test_sliced_examples_give_their_expected_output(executor: str, slice_rows: i
     folder = EXAMPLES / "data" / "order_prices"
     streams = [f"{p.stem}={p}" for p in sorted(folder.glob("*.csv"))]
     out = io.StringIO()
-    embedded.run(str(EXAMPLES / "order_prices.cql"), streams, None, executor, 100, out, slice_rows)
+    embedded.run(
+        str(EXAMPLES / "order_prices.cql"),
+        streams,
+        output=None,
+        executor=executor,
+        run_limit=100,
+        out=out,
+        slice_rows=slice_rows,
+    )
     assert out.getvalue() == (folder / "expected.jsonl").read_text()
     if executor == "hb":
         return  # it refuses recursive programs
@@ -75,7 +83,15 @@ def test_sliced_examples_give_their_expected_output(executor: str, slice_rows: i
     streams = [f"{p.stem}={p}" for p in sorted(folder.glob("*.csv"))]
     for query in ("buy_event", "resource_stream"):
         out = io.StringIO()
-        embedded.run(str(EXAMPLES / "trading.cql"), streams, query, executor, 100, out, slice_rows)
+        embedded.run(
+            str(EXAMPLES / "trading.cql"),
+            streams,
+            output=query,
+            executor=executor,
+            run_limit=100,
+            out=out,
+            slice_rows=slice_rows,
+        )
         assert out.getvalue() == (folder / f"expected.{query}.jsonl").read_text()
 
 

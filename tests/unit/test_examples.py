@@ -61,11 +61,11 @@ def test_example_output_is_the_expected_one(example: Path) -> None:
     streams = [f"{stream}={path}" for stream, path in inputs.items()]
     for query, path in expected.items():
         out = io.StringIO()
-        assert embedded.run(str(example), streams, query, "dts", 100, out=out) == 0
+        assert embedded.run(str(example), streams, output=query, executor="dts", run_limit=100, out=out) == 0
         assert out.getvalue() == path.read_text(), f"{example.name} --output {query or program.last_query}"
         # The heartbeat executor agrees.
         hb = io.StringIO()
-        embedded.run(str(example), streams, query, "hb", 3, out=hb)
+        embedded.run(str(example), streams, output=query, executor="hb", run_limit=3, out=hb)
         assert hb.getvalue() == out.getvalue()
 
 

@@ -64,13 +64,26 @@ async def test_serving_then_not_serving(tls: Path) -> None:
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
         with pytest.raises(grpc.aio.AioRpcError):  # a server must carry the name asked for
             await check(Security.load(tls, ADMIN), address, "node-3", timeout=1.0)
-        assert await asyncio.to_thread(health_main, address, tls, "node-a", ADMIN, 2.0) == 0
+        assert (
+            await asyncio.to_thread(
+                health_main, address, tls_dir=tls, peer="node-a", identity=ADMIN, timeout=2.0
+            )
+            == 0
+        )
         await health.shutting_down()
         assert await check(Security.load(tls, ADMIN), address, "node-a") == "NOT_SERVING"
-        assert await asyncio.to_thread(health_main, address, tls, "node-a", ADMIN, 2.0) == 1
+        assert (
+            await asyncio.to_thread(
+                health_main, address, tls_dir=tls, peer="node-a", identity=ADMIN, timeout=2.0
+            )
+            == 1
+        )
     finally:
         await server.stop(None)
-    assert await asyncio.to_thread(health_main, address, tls, "node-a", ADMIN, 1.0) == 1  # gone
+    assert (
+        await asyncio.to_thread(health_main, address, tls_dir=tls, peer="node-a", identity=ADMIN, timeout=1.0)
+        == 1
+    )  # gone
 
 
 def test_peer_is_the_host_part() -> None:

@@ -37,7 +37,12 @@ def test_trading_example_gives_the_expected_orders_and_money(data: str) -> None:
     assert len(streams) == 3
     for query in ("buy_event", "resource_stream"):
         out = io.StringIO()
-        assert embedded.run(str(EXAMPLES / "trading.cql"), streams, query, "dts", 100, out=out) == 0
+        assert (
+            embedded.run(
+                str(EXAMPLES / "trading.cql"), streams, output=query, executor="dts", run_limit=100, out=out
+            )
+            == 0
+        )
         # Worked out by hand in tests/unit/test_recursion.py.
         assert out.getvalue() == (folder / f"expected.{query}.jsonl").read_text()
 

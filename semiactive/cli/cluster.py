@@ -1,0 +1,58 @@
+"""``semiactive cluster up|check``: a whole cluster on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from semiactive.cli.common import Subcommands
+
+
+def register(sub: Subcommands) -> None:
+    cluster = sub.add_parser("cluster", help="run a whole cluster on this machine")
+    csub = cluster.add_subparsers(dest="action", required=True)
+    up = csub.add_parser("up", help="start every process of CONFIG on loopback, run, drain, stop")
+    up.add_argument("config")
+    up.add_argument("--duration", type=float, default=10.0, help="seconds the sources emit (default 10)")
+    up.add_argument("--run-dir", type=Path, help="where cluster.json, sources/, sink/, logs/ go")
+    up.add_argument("--kill", action="append", default=[], metavar="NODE@SECONDS", help="SIGKILL a node")
+    up.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="NODE@SECONDS:DURATION",
+        help="SIGSTOP a node, SIGCONT it DURATION seconds later",
+    )
+    up.add_argument("--quiet", action="store_true", help="no live progress line")
+    up.set_defaults(func=_up)
+    check = csub.add_parser(
+        "check", help="validate CONFIG (fields, queries, partitionings) without running it"
+    )
+    check.add_argument("config")
+    check.set_defaults(func=_check)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from semiactive.launcher.cluster import run_cluster
+
+    return asyncio.run(
+        run_cluster(
+            args.config,
+            duration=args.duration,
+            run_dir=args.run_dir,
+            kills=args.kill,
+            stops=args.stop,
+            progress=not args.quiet,
+        )
+    )
+
+
+def _check(args: argparse.Namespace) -> int:
+    from semiactive import config as config_mod
+    from semiactive.topology import describe, resolve
+
+    print(describe(resolve(config_mod.load(args.config))))
+    return 0
