@@ -30,11 +30,9 @@ def test_the_json_has_proto_field_names_and_numbers_for_64_bit_integers() -> Non
     assert out["nodes"][0]["last_report_s"] == -1.0
 
 
-class _Refused(grpc.aio.AioRpcError):
-    def __init__(self) -> None:
-        super().__init__(
-            grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "refused\nmore"
-        )
+def _refused() -> grpc.aio.AioRpcError:
+    empty = grpc.aio.Metadata()
+    return grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, empty, empty, "refused\nmore")
 
 
 @pytest.fixture
@@ -47,12 +45,12 @@ def gone_pid() -> int:
 def test_no_coordinator_says_why_by_the_state_of_the_run(tmp_path: Path, gone_pid: int) -> None:
     doc: dict[str, object] = {"t0_unix": None, "launcher_pid": os.getpid(), "processes": []}
     (tmp_path / "cluster.json").write_text(json.dumps(doc))
-    assert "is starting" in unreachable("127.0.0.1:1", tmp_path, _Refused())
+    assert "is starting" in unreachable("127.0.0.1:1", tmp_path, _refused())
     (tmp_path / "cluster.json").write_text(json.dumps({**doc, "t0_unix": time.time()}))
-    assert "does not answer: UNAVAILABLE: refused" in unreachable("127.0.0.1:1", tmp_path, _Refused())
+    assert "does not answer: UNAVAILABLE: refused" in unreachable("127.0.0.1:1", tmp_path, _refused())
     (tmp_path / "cluster.json").write_text(json.dumps({**doc, "launcher_pid": gone_pid}))
-    assert "has ended" in unreachable("127.0.0.1:1", tmp_path, _Refused())
-    said = unreachable("127.0.0.1:1", None, _Refused())
+    assert "has ended" in unreachable("127.0.0.1:1", tmp_path, _refused())
+    said = unreachable("127.0.0.1:1", None, _refused())
     assert (
         said.startswith("no coordinator answers at 127.0.0.1:1 (UNAVAILABLE: refused)")
         and "--run-dir" in said
