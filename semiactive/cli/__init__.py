@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
+
+from semiactive import __version__
 
 from semiactive.cli import (
     admin,
@@ -55,6 +58,7 @@ COMMAND_GROUPS = (
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semiactive", description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--version", action="version", version=f"semiactive {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for group in COMMAND_GROUPS:
         group.register(sub)
@@ -75,12 +79,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     handler: Handler = args.func
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught (below), not at exit
+        return code
     except UserError as exc:
         print(f"semiactive: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`semiactive status --json | head`): as a
+        # pipeline's other commands do, stop quietly with SIGPIPE's status.
+        # stdout now points nowhere, so that flushing it at exit says nothing.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":
