@@ -19,7 +19,6 @@ import sys
 from collections.abc import Sequence
 
 from semiactive import __version__
-
 from semiactive.cli import (
     admin,
     bench,

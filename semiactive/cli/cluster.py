@@ -16,7 +16,11 @@ def register(sub: Subcommands) -> None:
     csub = cluster.add_subparsers(dest="action", required=True)
     up = csub.add_parser("up", help="start every process of CONFIG on loopback, run, drain, stop")
     up.add_argument("config")
-    up.add_argument("--duration", type=float, default=10.0, help="seconds the sources emit (default 10)")
+    up.add_argument(
+        "--duration",
+        type=float,
+        help="seconds the sources emit (default: until the files end when every source is a file, else 10)",
+    )
     up.add_argument("--run-dir", type=Path, help="where cluster.json, sources/, sink/, logs/ go")
     up.add_argument("--kill", action="append", default=[], metavar="NODE@SECONDS", help="SIGKILL a node")
     up.add_argument(

@@ -25,7 +25,6 @@ drains early; a second Ctrl-C kills at once.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import os
@@ -50,6 +49,7 @@ from semiactive.launcher.measurements import RunReport, analyse
 from semiactive.launcher.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from semiactive.launcher.ports import PortAllocator, port_in_use
 from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
+from semiactive.node.connectors.replay_clock import ReplayClock
 from semiactive.node.connectors.sources import SourceDataError, read_rows
 from semiactive.node.cql import plan
 from semiactive.oracle.verify import check_run
@@ -66,6 +66,7 @@ READY_TIMEOUT_S = 20.0
 DRAIN_TIMEOUT_S = 30.0
 QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
 RESTART_DELAY_S = 0.5  # a replacement machine takes a moment
+DEFAULT_DURATION_S = 10.0  # a run whose sources never end by themselves
 PLAIN_PROGRESS_S = 5.0  # progress lines when standard error is not a terminal
 STARTUP_RESTARTS = 3  # a process killed again and again before t0 ends the run
 START_ATTEMPTS = 5  # Start calls to a live node that does not answer (frozen, say)
@@ -148,6 +149,7 @@ class Cluster:
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
         self.programs = topology_mod.programs_fingerprint(self.topology)
+        self.replay_s: dict[str, float] = {}
         self.check_files()
         self.run_dir = run_dir
         self.processes: dict[str, Process] = {}
@@ -165,16 +167,38 @@ class Cluster:
     def check_files(self) -> None:
         """Read every file source's data once before anything starts: a bad
         file is a usage error naming file and line, not a run that emits
-        nothing (the source would only log it)."""
+        nothing (the source would only log it). Each one's replay length
+        (seconds from t0 to its last row) goes to :attr:`replay_s`."""
         for i, src in enumerate(self.topology.config.sources):
             stage = self.topology.stages[src.name]
             if stage.source is None or stage.source.kind != "file" or stage.schema is None:
                 continue
             assert stage.source.path is not None
+            first = last = None
             try:
-                collections.deque(read_rows(stage.source.path, stage.schema, plan.Kind.STREAM), maxlen=0)
+                for row in read_rows(stage.source.path, stage.schema, plan.Kind.STREAM):
+                    first = row[0] if first is None else first
+                    last = row[0]
             except SourceDataError as exc:
                 raise self.loaded.error(str(exc), "sources", i, "path") from None
+            replay = ReplayClock(src.speed, [(st.from_s * 1000, st.speed) for st in src.speed_steps])
+            span = 0 if first is None or last is None else last - first
+            self.replay_s[src.name] = replay.wall_ms(span) / 1000
+
+    def runs_until_files_end(self) -> bool:
+        """Whether every source is a file: then a run may last as long as they."""
+        return all(src.kind == "file" for src in self.topology.config.sources)
+
+    async def sources_ended(self) -> bool:
+        """Every source has emitted its end of stream (or died, and no one
+        will emit the rest)."""
+        for p in self.processes.values():
+            if p.role != "source" or not p.alive:
+                continue
+            st = await self.status(p.name, timeout=0.5)
+            if st is None or not st.finished:
+                return False
+        return True
 
     # -- start --------------------------------------------------------------------------
 
@@ -547,8 +571,8 @@ class Cluster:
                 p.popen.wait(timeout=5)
 
 
-async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show: bool) -> None:
-    """Run for ``duration`` seconds, injecting the launcher's own faults,
+async def _progress(cluster: Cluster, duration: float | None, faults: list[Fault], show: bool) -> None:
+    """Run for ``duration`` seconds (None: until every source has ended), injecting the launcher's own faults,
     watching for the ones nobody announced, keeping ``cluster.json``'s roles
     current, and showing progress: elapsed time and rows per second at each
     source and sink (rewritten in place every second on a terminal; a line
@@ -557,7 +581,7 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
     # (a moment after the Start calls).
     started = time.monotonic() + max(0.0, cluster.t0 - time.time())
     terminal = sys.stderr.isatty()
-    every = 1.0 if terminal else min(PLAIN_PROGRESS_S, max(1.0, duration / 5))
+    every = 1.0 if terminal else min(PLAIN_PROGRESS_S, max(1.0, (duration or PLAIN_PROGRESS_S * 5) / 5))
     counts: dict[str, int] = {}
     shown_at = 0.0
     pending = sorted(faults, key=lambda f: f.at)
@@ -566,7 +590,7 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
         elapsed = time.monotonic() - started
         while pending and pending[0].at <= elapsed:
             await pending.pop(0).inject(cluster)
-        if elapsed >= duration:
+        if duration is not None and elapsed >= duration:
             return
         for seen in cluster.watch.observe(cluster.processes.values()):
             sys.stderr.write(f"{chr(10) if terminal and show else ''}  t={time.time() - cluster.t0:5.1f}s  ")
@@ -575,6 +599,8 @@ async def _progress(cluster: Cluster, duration: float, faults: list[Fault], show
         if elapsed >= next_look:
             next_look = elapsed + 1.0
             await cluster.follow_roles()
+            if duration is None and await cluster.sources_ended():
+                return
         if show and elapsed - shown_at >= every:
             rates = await _rates(cluster, counts, elapsed - shown_at)
             shown_at = elapsed
@@ -602,7 +628,7 @@ async def _rates(cluster: Cluster, counts: dict[str, int], seconds: float) -> li
 async def run_cluster(
     config: str,
     *,
-    duration: float,
+    duration: float | None,
     run_dir: Path | None,
     kills: Sequence[str] = (),
     stops: Sequence[str] = (),
@@ -612,7 +638,9 @@ async def run_cluster(
     reprotect: bool = True,
     network: Network | None = None,
 ) -> int:
-    """Run a cluster; ``faults`` adds programmatic faults to ``--kill`` and
+    """Run a cluster for ``duration`` seconds of its sources (None: until
+    the file sources end when every source is a file, else
+    ``DEFAULT_DURATION_S``); ``faults`` adds programmatic faults to ``--kill`` and
     ``--stop``; the run's report is appended to ``report_to``. Without
     ``reprotect`` the coordinator neither assigns new secondaries nor
     replaces dead nodes (the paper's experiments). With a ``network`` the
@@ -622,7 +650,18 @@ async def run_cluster(
         # Its files would mix with this run's (the sinks' output, the
         # telemetry, a manifest with another duration).
         raise UserError(f"{run_dir} holds a previous run (cluster.json): give another --run-dir or remove it")
+    if duration is not None and not 0 < duration < float("inf"):
+        raise UserError(f"--duration {duration:g}: give a number of seconds > 0")
     cluster = Cluster(config, run_dir, network)
+    if duration is None and not cluster.runs_until_files_end():
+        duration = DEFAULT_DURATION_S
+    for name, seconds in cluster.replay_s.items():
+        if duration is not None and seconds > duration:
+            print(
+                f"{name}: its file holds {seconds:.1f} s of replay; --duration {duration:g} stops it "
+                "there (without --duration, a run of file sources lasts until they end)",
+                file=sys.stderr,
+            )
     planned = parse_faults(kills, stops, cluster.topology) + list(faults or [])
     cluster.allocate()
     if not (run_dir / manifest.MANIFEST).exists():  # a campaign describes its runs itself

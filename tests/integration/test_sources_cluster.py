@@ -57,20 +57,15 @@ def running_totals(rows: list[tuple[int, str, int]], key: str = "sensor") -> lis
     return out
 
 
-def _cluster_up(config: Path, run_dir: Path, duration: float) -> None:
+def _cluster_up(config: Path, run_dir: Path, duration: float | None) -> subprocess.CompletedProcess[str]:
+    """``cluster up``; without ``duration``, as long as it lasts by itself."""
+    lasting = ["--duration", str(duration)] if duration is not None else []
     result = semiactive(
-        "cluster",
-        "up",
-        str(config),
-        "--duration",
-        str(duration),
-        "--run-dir",
-        str(run_dir),
-        "--quiet",
-        timeout=90,
+        "cluster", "up", str(config), *lasting, "--run-dir", str(run_dir), "--quiet", timeout=90
     )
     assert_no_processes(str(run_dir))
     assert result.returncode == 0, result.stderr
+    return result
 
 
 # -- file replay ---------------------------------------------------------------------------------
@@ -100,7 +95,11 @@ def test_file_replay_through_a_stage_to_a_sink(tmp_path: Path) -> None:
         },
     )
     run_dir = tmp_path / "run"
-    _cluster_up(config, run_dir, 1.5)  # the replay takes 0.4 s; the source ends by itself
+    # Without --duration a run of file sources lasts until they end (the
+    # replay takes 0.4 s); it used to stop at 10 s, whatever the files held.
+    result = _cluster_up(config, run_dir, None)
+    assert "stops it there" not in result.stderr
+    assert json.loads((run_dir / "manifest.json").read_text())["params"]["duration_s"] is None
     logged = read_jsonl(run_dir / "sources" / "replay.jsonl")
     assert logged == [
         {"seq": i, "ts": t, "sensor": s, "temp": v} for i, (t, s, v) in enumerate(rows, start=1)

@@ -22,3 +22,12 @@ def test_a_run_directory_holding_a_previous_run_is_refused(tmp_path: Path) -> No
             )
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json"]
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("inf"), float("nan")])
+def test_a_duration_that_is_no_positive_number_of_seconds_is_refused(tmp_path: Path, seconds: float) -> None:
+    with pytest.raises(UserError, match="--duration"):
+        asyncio.run(
+            run_cluster(str(ROOT / "examples" / "paper-chain.yaml"), duration=seconds, run_dir=tmp_path / "r")
+        )
+    assert not (tmp_path / "r").exists()
