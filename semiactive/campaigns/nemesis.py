@@ -35,7 +35,7 @@ from typing import Any
 
 from semiactive.config import ConfigError
 from semiactive.launcher.faults import Fault, FaultKind, parse_fault_specs
-from semiactive.launcher.supervision import process_state, start_ticks
+from semiactive.launcher.supervision import command_line, is_launcher
 from semiactive.runtime.events import EventLog
 
 LAUNCHER = "launcher"
@@ -66,31 +66,6 @@ def pid_of(doc: dict[str, Any], node: str) -> int | None:
     return None
 
 
-EXEC_WAIT_S = 1.0
-
-
-def command_line(pid: int) -> list[str] | None:
-    """The arguments of live ``pid``, or None if it is gone or a zombie.
-
-    A process in the middle of exec reads as an empty command line: its
-    parent's ``Popen`` returns as soon as exec is past the point of no
-    return, before the kernel has placed the new arguments (a loaded 2-core
-    machine showed it for half of all fresh processes). So an empty one is
-    read again for up to ``EXEC_WAIT_S``; a kernel thread stays empty.
-    """
-    deadline = time.monotonic() + EXEC_WAIT_S
-    while True:
-        try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return None
-        if process_state(pid) in (None, "Z"):
-            return None
-        if raw or time.monotonic() >= deadline:
-            return [a.decode(errors="replace") for a in raw.split(b"\0")]
-        time.sleep(0.005)
-
-
 def launcher_started(doc: dict[str, Any]) -> int | None:
     started = doc.get("launcher_started")
     return started if isinstance(started, int) and not isinstance(started, bool) else None
@@ -100,13 +75,11 @@ def runs(pid: int, node: str, started: int | None = None) -> bool:
     """Whether ``pid`` is alive and is that node (or the launcher that
     ``started`` then, see :func:`launcher_started`): a pid recycled by the
     kernel for another program must not be signalled."""
-    if node == LAUNCHER and started is not None:
-        return process_state(pid) not in (None, "Z") and start_ticks(pid) == started
+    if node == LAUNCHER:
+        return is_launcher(pid, started)
     args = command_line(pid)
     if args is None:
         return False
-    if node == LAUNCHER:
-        return "cluster" in args and "up" in args  # a run that did not record its start
     if node == COORDINATOR:
         return "coordinator" in args and "--listen" in args
     return any(a == "--name" and b == node for a, b in itertools.pairwise(args))

@@ -37,6 +37,15 @@ def register(sub: Subcommands) -> None:
     )
     check.add_argument("config")
     check.set_defaults(func=_check)
+    down = csub.add_parser(
+        "down", help="stop a run of `cluster up` (in the background): drain to the sinks, stop every process"
+    )
+    down.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    down.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for the drain (default 120)"
+    )
+    down.add_argument("--now", action="store_true", help="kill every process at once, no drain")
+    down.set_defaults(func=_down)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -60,3 +69,9 @@ def _check(args: argparse.Namespace) -> int:
 
     print(describe(resolve(config_mod.load(args.config))))
     return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from semiactive.launcher.down import cluster_down
+
+    return cluster_down(args.run_dir, timeout=args.timeout, now=args.now)

@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from semiactive.runtime.events import EventLog
@@ -69,6 +70,42 @@ def start_ticks(pid: int) -> int | None:
     field 22): with the pid, it names one process, never a recycled one."""
     fields = _stat_fields(pid)
     return int(fields[19]) if len(fields) > 19 else None
+
+
+EXEC_WAIT_S = 1.0
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments of live ``pid``, or None if it is gone or a zombie.
+
+    A process in the middle of exec reads as an empty command line: its
+    parent's ``Popen`` returns as soon as exec is past the point of no
+    return, before the kernel has placed the new arguments (a loaded 2-core
+    machine showed it for half of all fresh processes). So an empty one is
+    read again for up to ``EXEC_WAIT_S``; a kernel thread stays empty.
+    """
+    deadline = time.monotonic() + EXEC_WAIT_S
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        if process_state(pid) in (None, "Z"):
+            return None
+        if raw or time.monotonic() >= deadline:
+            return [a.decode(errors="replace") for a in raw.split(b"\0")]
+        time.sleep(0.005)
+
+
+def is_launcher(pid: int, started: int | None) -> bool:
+    """Whether ``pid`` is the live launcher of a run: the process that
+    ``started`` then (the run records it: a campaign runs its runs
+    in-process, so its command is not ``cluster up``), or, for a run that
+    did not record it, one whose command is ``cluster up``."""
+    if started is not None:
+        return process_state(pid) not in (None, "Z") and start_ticks(pid) == started
+    args = command_line(pid)
+    return args is not None and "cluster" in args and "up" in args
 
 
 def _stat_fields(pid: int) -> list[bytes]:
