@@ -65,6 +65,30 @@ def register(sub: Subcommands) -> None:
         "--timeout", type=float, default=60.0, help="seconds to wait for the sinks (default 60)"
     )
 
+    ingest = sub.add_parser(
+        "ingest", help="push rows of a CSV or JSON Lines file (- for stdin) into an ingest source"
+    )
+    ingest.add_argument("file", metavar="FILE")
+    ingest.add_argument("--source", required=True, metavar="NAME", help="the ingest source")
+    where = ingest.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir", type=Path, help="a `cluster up` run (its addresses and credentials)")
+    where.add_argument("--endpoint", metavar="HOST:PORT", help="the source's address")
+    tls_dir_option(ingest, "default $SEMIACTIVE_TLS_DIR, or RUN_DIR/tls with --run-dir")
+    ingest.add_argument(
+        "--as",
+        dest="identity",
+        default="admin",
+        metavar="NAME",
+        help="identity: admin or ingest-* (default admin)",
+    )
+    ingest.add_argument("--format", choices=["csv", "jsonl"], help="default: by extension, else by content")
+    ingest.add_argument("--batch", type=int, default=1000, help="rows per call (default 1000)")
+    ingest.add_argument(
+        "--skip", type=int, default=0, metavar="N", help="skip the first N data rows (resume)"
+    )
+    ingest.add_argument("--end", action="store_true", help="end the source's stream after the last row")
+    ingest.set_defaults(func=_ingest)
+
 
 def _status(args: argparse.Namespace) -> int:
     from semiactive.admin.status import show_status
@@ -110,4 +134,21 @@ def _drain(args: argparse.Namespace) -> int:
         tls_dir=args.tls_dir,
         wait_s=args.wait,
         drain_s=args.timeout,
+    )
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from semiactive.admin.ingest import run_ingest
+
+    return run_ingest(
+        args.file,
+        source=args.source,
+        run_dir=args.run_dir,
+        endpoint=args.endpoint,
+        tls_dir=args.tls_dir,
+        identity=args.identity,
+        file_format=args.format,
+        batch=args.batch,
+        skip=args.skip,
+        end=args.end,
     )
