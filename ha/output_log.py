@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from semiactive.ha.resync import ResyncPoint
 from semiactive.node.engine.elements import Element
+from semiactive.node.sections.entry_times import UNKNOWN, EntryTimes
 
 UNBOUNDED = 2**62
 
@@ -62,10 +63,15 @@ class OutputLog:
         # of the replica's newest state; 0: at once).
         self.pressed = False
         self.relief_seq = 0
+        self.entered = EntryTimes()  # when the rows entered the system (sink latency)
 
     # -- producer side --------------------------------------------------------
 
-    def append(self, elements: list[Element], watermark: int | None = None) -> None:
+    def append(self, elements: list[Element], watermark: int | None = None, entered: float = UNKNOWN) -> None:
+        """``entered``: when the oldest input they came from entered the
+        system (unix seconds; 0 unknown)."""
+        if elements:
+            self.entered.mark(self.head + 1, entered)
         self._items.extend(elements)
         self.head += len(elements)
         if elements:
@@ -109,6 +115,7 @@ class OutputLog:
         self._base = out_seq + 1
         self.head = out_seq
         self.end_of_stream = False
+        self.entered.clear()
         for cursors in self.edges.values():
             cursors.cut = max(cursors.cut, out_seq + 1)
             cursors.backed_up = max(cursors.backed_up, out_seq)
@@ -252,3 +259,4 @@ class OutputLog:
         if drop >= 4096 or drop * 2 >= len(self._items):
             del self._items[:drop]
             self._base = low
+            self.entered.forget_before(low)

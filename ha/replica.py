@@ -276,7 +276,7 @@ class StageReplica:
         count += sum(len(r) for r in rows.values())
         if rows or watermark > self.operator.time:
             out = self.operator.run(rows, watermark)
-            self.log.append(out, watermark)
+            self.log.append(out, watermark, self.inputs.entered)
             for edge in self.log.edges:
                 self.log.take_backup(edge)
             self._snapshot()

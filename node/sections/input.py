@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from semiactive.node.engine.elements import VALUES, Element
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.connections import ELIDED
+from semiactive.node.sections.entry_times import UNKNOWN, EntryTimes
 
 NEVER = -(2**62)
 FOREVER = 2**62
@@ -66,15 +67,25 @@ class EdgeInput:
     handed: int = 0  # last seq handed to the operator section
     last_ts: int = NEVER  # ts of the last new row received
     pending: deque[Element] = field(default_factory=deque)
+    entered: EntryTimes = field(default_factory=EntryTimes)  # of the rows received
 
-    def accept(self, first_seq: int, count: int, rows: bytes, watermark: int, eos: bool) -> int:
-        """Take one encoded batch; return how many new rows it brought."""
+    def accept(
+        self, first_seq: int, count: int, rows: bytes, watermark: int, eos: bool, entered: float = UNKNOWN
+    ) -> int:
+        """Take one encoded batch; return how many new rows it brought.
+        ``entered``: when its first row entered the system (0 unknown)."""
         skip = self.next_seq - first_seq
         elements = self.codec.decode(rows, first_seq, count) if count and skip < count else []
-        return self.accept_rows(first_seq, elements, watermark, eos, count)
+        return self.accept_rows(first_seq, elements, watermark, eos, count, entered)
 
     def accept_rows(
-        self, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int | None = None
+        self,
+        first_seq: int,
+        rows: list[Element],
+        watermark: int,
+        eos: bool,
+        count: int | None = None,
+        entered: float = UNKNOWN,
     ) -> int:
         """Take rows ``(ts, seq, sign, values...)`` numbered from ``first_seq``."""
         count = len(rows) if count is None else count
@@ -88,6 +99,7 @@ class EdgeInput:
             if skip < count:
                 fresh = rows[skip:] if skip > 0 else rows
                 self._check_order(fresh)
+                self.entered.mark(first_seq + max(skip, 0), entered)
                 self.pending.extend(fresh)
                 self.last_ts = fresh[-1][0]
                 new = count - max(skip, 0)
@@ -147,6 +159,7 @@ class EdgeInput:
         self.next_seq = next_seq
         self.handed = next_seq - 1
         self.pending.clear()
+        self.entered.clear()
         self.watermark = NEVER
         self.last_ts = NEVER
         self.end_of_stream = False
@@ -168,6 +181,7 @@ class InputSection:
         # edge had sent nothing after it.
         self._cut: tuple[int, dict[str, int], int] | None = None
         self.more = False  # the last take() left ready rows (cut short by max_rows)
+        self.entered = UNKNOWN  # when the oldest row of the last take() entered the system
 
     @property
     def end_of_stream(self) -> bool:
@@ -189,11 +203,24 @@ class InputSection:
         self, max_position: int | None = None, max_rows: int | None = None
     ) -> tuple[dict[str, list[Element]], int]:
         """Rows ready for the operator section, per stream, and the watermark
-        to advance to. ``max_position`` stops at that position (a warm-up).
-        ``max_rows`` ends the batch at the first instant boundary after that
+        to advance to; :attr:`entered` is then when the oldest of them
+        entered the system (0 unknown). ``max_position`` stops at that
+        position (a warm-up). ``max_rows`` ends the batch at the first instant boundary after that
         many rows (an instant's rows are never split) and lowers the
         watermark to that instant, so that one operator run stays short;
         :attr:`more` then says that ready rows were left."""
+        handed = [e.handed for e in self.edges]
+        taken = self._take(max_position, max_rows)
+        entered = UNKNOWN
+        for edge, before in zip(self.edges, handed, strict=True):
+            if edge.handed > before:
+                at = edge.entered.oldest(before + 1, edge.handed)
+                entered = min(entered, at) if entered and at else entered or at
+                edge.entered.forget_before(edge.handed + 1)
+        self.entered = entered
+        return taken
+
+    def _take(self, max_position: int | None, max_rows: int | None) -> tuple[dict[str, list[Element]], int]:
         self.more = False
         watermark = self.watermark()
         if len(self.edges) == 1 and not self.exact:

@@ -413,8 +413,6 @@ class NodeDaemon:
     def start(self, t0: float) -> None:
         if self.source is not None:
             self.source.start(t0)
-        if self.sink is not None:
-            self.sink.start(t0)
 
     def stop(self, exit_: bool, now: bool) -> None:
         if self.source is not None:

@@ -545,7 +545,8 @@ class EdgeSender:
                 else:
                     watermark = log_.watermark
                 eos = last >= log_.head and log_.end_of_stream
-                await self._write_batch(call, self.sent + 1, rows, watermark, eos, elide, mask)
+                entered = log_.entered.oldest(self.sent + 1, last)
+                await self._write_batch(call, self.sent + 1, rows, watermark, eos, elide, mask, entered)
                 self.sent = last
                 if self.on_sent is not None:
                     self.on_sent(self)
@@ -574,6 +575,7 @@ class EdgeSender:
         eos: bool,
         elide: bool = False,
         owned: list[bool] | None = None,
+        entered: float = 0.0,
     ) -> None:
         if owned is not None and not all(owned):
             mine = [r for r, keep in zip(rows, owned, strict=True) if keep]
@@ -585,6 +587,7 @@ class EdgeSender:
                 owned=owned_bitmap(owned),
                 watermark=watermark,
                 end_of_stream=eos,
+                entered_unix=entered,
             )
             self.rows_elided += len(rows) - len(mine)
         elif elide:
@@ -599,7 +602,12 @@ class EdgeSender:
         else:
             blob = self.codec.encode(rows) if rows else b""
             batch = pb.Batch(
-                first_seq=first, count=len(rows), rows=blob, watermark=watermark, end_of_stream=eos
+                first_seq=first,
+                count=len(rows),
+                rows=blob,
+                watermark=watermark,
+                end_of_stream=eos,
+                entered_unix=entered,
             )
         frame = pb.Frame(batch=batch)
         await self._write(call, frame)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsemiactive/wire/dataplane.proto\x12\x0fsemiactive.wire\"X\n\x0bIngestBatch\x12\x0c\n\x04rows\x18\x01 \x03(\t\x12\x16\n\twatermark\x18\x02 \x01(\x12H\x00\x88\x01\x01\x12\x15\n\rend_of_stream\x18\x03 \x01(\x08\x42\x0c\n\n_watermark\"1\n\x0bIngestReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08last_seq\x18\x02 \x01(\x04\"\x07\n\x05\x45mpty\"o\n\x05Hello\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12)\n\x07\x63hannel\x18\x04 \x01(\x0e\x32\x18.semiactive.wire.Channel\x12\x0e\n\x06layout\x18\x05 \x01(\t\"\x83\x01\n\x05\x42\x61tch\x12\x11\n\tfirst_seq\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0c\n\x04rows\x18\x03 \x01(\x0c\x12\x11\n\twatermark\x18\x04 \x01(\x12\x12\x15\n\rend_of_stream\x18\x05 \x01(\x08\x12\x11\n\telided_ts\x18\x06 \x03(\x12\x12\r\n\x05owned\x18\x07 \x01(\x0c\"\x9e\x02\n\x0bResyncPoint\x12\x10\n\x08position\x18\x01 \x01(\x04\x12\x0f\n\x07out_seq\x18\x02 \x01(\x04\x12\x14\n\x0c\x63ut_position\x18\x03 \x01(\x04\x12;\n\x08\x65\x64ge_cut\x18\x04 \x03(\x0b\x32).semiactive.wire.ResyncPoint.EdgeCutEntry\x12+\n\x08\x63ounters\x18\x06 \x03(\x0b\x32\x19.semiactive.wire.Counters\x12\x0c\n\x04time\x18\x07 \x01(\x12\x12\x1b\n\x0estate_position\x18\x08 \x01(\x04H\x00\x88\x01\x01\x1a.\n\x0c\x45\x64geCutEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x42\x11\n\x0f_state_position\"K\n\nStateChunk\x12\x10\n\x08position\x18\x01 \x01(\x04\x12\r\n\x05total\x18\x02 \x01(\x04\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"\x1a\n\x08\x43ounters\x12\x0e\n\x06values\x18\x01 \x03(\x12\"\xee\x01\n\x05\x46rame\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x16.semiactive.wire.HelloH\x00\x12\'\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x16.semiactive.wire.BatchH\x00\x12.\n\x06resync\x18\x03 \x01(\x0b\x32\x1c.semiactive.wire.ResyncPointH\x00\x12,\n\x05state\x18\x04 \x01(\x0b\x32\x1b.semiactive.wire.StateChunkH\x00\x12-\n\x08pressure\x18\x05 \x01(\x0b\x32\x19.semiactive.wire.PressureH\x00\x42\x06\n\x04\x62ody\"1\n\x08Pressure\x12\x10\n\x08\x66rom_seq\x18\x01 \x01(\x04\x12\x13\n\x0bthrough_seq\x18\x02 \x01(\x04\"A\n\x07Welcome\x12\x10\n\x08next_seq\x18\x01 \x01(\x04\x12\x16\n\tidle_from\x18\x02 \x01(\x12H\x00\x88\x01\x01\x42\x0c\n\n_idle_from\"0\n\x08Interest\x12\x16\n\tidle_from\x18\x01 \x01(\x12H\x00\x88\x01\x01\x42\x0c\n\n_idle_from\"\x15\n\x06Level0\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"D\n\x06Level1\x12+\n\x05point\x18\x01 \x01(\x0b\x32\x1c.semiactive.wire.ResyncPoint\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\xf2\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12+\n\x07welcome\x18\x01 \x01(\x0b\x32\x18.semiactive.wire.WelcomeH\x00\x12)\n\x06level0\x18\x02 \x01(\x0b\x32\x17.semiactive.wire.Level0H\x00\x12)\n\x06level1\x18\x03 \x01(\x0b\x32\x17.semiactive.wire.Level1H\x00\x12-\n\x08interest\x18\x04 \x01(\x0b\x32\x19.semiactive.wire.InterestH\x00\x12,\n\x05state\x18\x05 \x01(\x0b\x32\x1b.semiactive.wire.StateChunkH\x00\x42\x06\n\x04\x62ody\"\x9e\x01\n\tAckNotice\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12+\n\x05point\x18\x05 \x01(\x0b\x32\x1c.semiactive.wire.ResyncPoint\x12*\n\x05state\x18\x06 \x01(\x0b\x32\x1b.semiactive.wire.StateChunk*8\n\x07\x43hannel\x12\x17\n\x13\x43HANNEL_UNSPECIFIED\x10\x00\x12\x08\n\x04\x44\x41TA\x10\x01\x12\n\n\x06\x42\x41\x43KUP\x10\x02\x32\x85\x01\n\tDataPlane\x12=\n\x04Push\x12\x16.semiactive.wire.Frame\x1a\x19.semiactive.wire.Feedback(\x01\x30\x01\x12\x39\n\x03\x41\x63k\x12\x1a.semiactive.wire.AckNotice\x1a\x16.semiactive.wire.Empty2N\n\x06Ingest\x12\x44\n\x04Send\x12\x1c.semiactive.wire.IngestBatch\x1a\x1c.semiactive.wire.IngestReply(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fsemiactive/wire/dataplane.proto\x12\x0fsemiactive.wire\"X\n\x0bIngestBatch\x12\x0c\n\x04rows\x18\x01 \x03(\t\x12\x16\n\twatermark\x18\x02 \x01(\x12H\x00\x88\x01\x01\x12\x15\n\rend_of_stream\x18\x03 \x01(\x08\x42\x0c\n\n_watermark\"1\n\x0bIngestReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08last_seq\x18\x02 \x01(\x04\"\x07\n\x05\x45mpty\"o\n\x05Hello\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12)\n\x07\x63hannel\x18\x04 \x01(\x0e\x32\x18.semiactive.wire.Channel\x12\x0e\n\x06layout\x18\x05 \x01(\t\"\x99\x01\n\x05\x42\x61tch\x12\x11\n\tfirst_seq\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0c\n\x04rows\x18\x03 \x01(\x0c\x12\x11\n\twatermark\x18\x04 \x01(\x12\x12\x15\n\rend_of_stream\x18\x05 \x01(\x08\x12\x11\n\telided_ts\x18\x06 \x03(\x12\x12\r\n\x05owned\x18\x07 \x01(\x0c\x12\x14\n\x0c\x65ntered_unix\x18\x08 \x01(\x01\"\x9e\x02\n\x0bResyncPoint\x12\x10\n\x08position\x18\x01 \x01(\x04\x12\x0f\n\x07out_seq\x18\x02 \x01(\x04\x12\x14\n\x0c\x63ut_position\x18\x03 \x01(\x04\x12;\n\x08\x65\x64ge_cut\x18\x04 \x03(\x0b\x32).semiactive.wire.ResyncPoint.EdgeCutEntry\x12+\n\x08\x63ounters\x18\x06 \x03(\x0b\x32\x19.semiactive.wire.Counters\x12\x0c\n\x04time\x18\x07 \x01(\x12\x12\x1b\n\x0estate_position\x18\x08 \x01(\x04H\x00\x88\x01\x01\x1a.\n\x0c\x45\x64geCutEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x42\x11\n\x0f_state_position\"K\n\nStateChunk\x12\x10\n\x08position\x18\x01 \x01(\x04\x12\r\n\x05total\x18\x02 \x01(\x04\x12\x0e\n\x06offset\x18\x03 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"\x1a\n\x08\x43ounters\x12\x0e\n\x06values\x18\x01 \x03(\x12\"\xee\x01\n\x05\x46rame\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x16.semiactive.wire.HelloH\x00\x12\'\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x16.semiactive.wire.BatchH\x00\x12.\n\x06resync\x18\x03 \x01(\x0b\x32\x1c.semiactive.wire.ResyncPointH\x00\x12,\n\x05state\x18\x04 \x01(\x0b\x32\x1b.semiactive.wire.StateChunkH\x00\x12-\n\x08pressure\x18\x05 \x01(\x0b\x32\x19.semiactive.wire.PressureH\x00\x42\x06\n\x04\x62ody\"1\n\x08Pressure\x12\x10\n\x08\x66rom_seq\x18\x01 \x01(\x04\x12\x13\n\x0bthrough_seq\x18\x02 \x01(\x04\"A\n\x07Welcome\x12\x10\n\x08next_seq\x18\x01 \x01(\x04\x12\x16\n\tidle_from\x18\x02 \x01(\x12H\x00\x88\x01\x01\x42\x0c\n\n_idle_from\"0\n\x08Interest\x12\x16\n\tidle_from\x18\x01 \x01(\x12H\x00\x88\x01\x01\x42\x0c\n\n_idle_from\"\x15\n\x06Level0\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"D\n\x06Level1\x12+\n\x05point\x18\x01 \x01(\x0b\x32\x1c.semiactive.wire.ResyncPoint\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\xf2\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12+\n\x07welcome\x18\x01 \x01(\x0b\x32\x18.semiactive.wire.WelcomeH\x00\x12)\n\x06level0\x18\x02 \x01(\x0b\x32\x17.semiactive.wire.Level0H\x00\x12)\n\x06level1\x18\x03 \x01(\x0b\x32\x17.semiactive.wire.Level1H\x00\x12-\n\x08interest\x18\x04 \x01(\x0b\x32\x19.semiactive.wire.InterestH\x00\x12,\n\x05state\x18\x05 \x01(\x0b\x32\x1b.semiactive.wire.StateChunkH\x00\x42\x06\n\x04\x62ody\"\x9e\x01\n\tAckNotice\x12\x0c\n\x04\x65\x64ge\x18\x01 \x01(\t\x12\x0e\n\x06sender\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12+\n\x05point\x18\x05 \x01(\x0b\x32\x1c.semiactive.wire.ResyncPoint\x12*\n\x05state\x18\x06 \x01(\x0b\x32\x1b.semiactive.wire.StateChunk*8\n\x07\x43hannel\x12\x17\n\x13\x43HANNEL_UNSPECIFIED\x10\x00\x12\x08\n\x04\x44\x41TA\x10\x01\x12\n\n\x06\x42\x41\x43KUP\x10\x02\x32\x85\x01\n\tDataPlane\x12=\n\x04Push\x12\x16.semiactive.wire.Frame\x1a\x19.semiactive.wire.Feedback(\x01\x30\x01\x12\x39\n\x03\x41\x63k\x12\x1a.semiactive.wire.AckNotice\x1a\x16.semiactive.wire.Empty2N\n\x06Ingest\x12\x44\n\x04Send\x12\x1c.semiactive.wire.IngestBatch\x1a\x1c.semiactive.wire.IngestReply(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RESYNCPOINT_EDGECUTENTRY']._loaded_options = None
   _globals['_RESYNCPOINT_EDGECUTENTRY']._serialized_options = b'8\001'
-  _globals['_CHANNEL']._serialized_start=1751
-  _globals['_CHANNEL']._serialized_end=1807
+  _globals['_CHANNEL']._serialized_start=1773
+  _globals['_CHANNEL']._serialized_end=1829
   _globals['_INGESTBATCH']._serialized_start=52
   _globals['_INGESTBATCH']._serialized_end=140
   _globals['_INGESTREPLY']._serialized_start=142
@@ -44,33 +44,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HELLO']._serialized_start=202
   _globals['_HELLO']._serialized_end=313
   _globals['_BATCH']._serialized_start=316
-  _globals['_BATCH']._serialized_end=447
-  _globals['_RESYNCPOINT']._serialized_start=450
-  _globals['_RESYNCPOINT']._serialized_end=736
-  _globals['_RESYNCPOINT_EDGECUTENTRY']._serialized_start=671
-  _globals['_RESYNCPOINT_EDGECUTENTRY']._serialized_end=717
-  _globals['_STATECHUNK']._serialized_start=738
-  _globals['_STATECHUNK']._serialized_end=813
-  _globals['_COUNTERS']._serialized_start=815
-  _globals['_COUNTERS']._serialized_end=841
-  _globals['_FRAME']._serialized_start=844
-  _globals['_FRAME']._serialized_end=1082
-  _globals['_PRESSURE']._serialized_start=1084
-  _globals['_PRESSURE']._serialized_end=1133
-  _globals['_WELCOME']._serialized_start=1135
-  _globals['_WELCOME']._serialized_end=1200
-  _globals['_INTEREST']._serialized_start=1202
-  _globals['_INTEREST']._serialized_end=1250
-  _globals['_LEVEL0']._serialized_start=1252
-  _globals['_LEVEL0']._serialized_end=1273
-  _globals['_LEVEL1']._serialized_start=1275
-  _globals['_LEVEL1']._serialized_end=1343
-  _globals['_FEEDBACK']._serialized_start=1346
-  _globals['_FEEDBACK']._serialized_end=1588
-  _globals['_ACKNOTICE']._serialized_start=1591
-  _globals['_ACKNOTICE']._serialized_end=1749
-  _globals['_DATAPLANE']._serialized_start=1810
-  _globals['_DATAPLANE']._serialized_end=1943
-  _globals['_INGEST']._serialized_start=1945
-  _globals['_INGEST']._serialized_end=2023
+  _globals['_BATCH']._serialized_end=469
+  _globals['_RESYNCPOINT']._serialized_start=472
+  _globals['_RESYNCPOINT']._serialized_end=758
+  _globals['_RESYNCPOINT_EDGECUTENTRY']._serialized_start=693
+  _globals['_RESYNCPOINT_EDGECUTENTRY']._serialized_end=739
+  _globals['_STATECHUNK']._serialized_start=760
+  _globals['_STATECHUNK']._serialized_end=835
+  _globals['_COUNTERS']._serialized_start=837
+  _globals['_COUNTERS']._serialized_end=863
+  _globals['_FRAME']._serialized_start=866
+  _globals['_FRAME']._serialized_end=1104
+  _globals['_PRESSURE']._serialized_start=1106
+  _globals['_PRESSURE']._serialized_end=1155
+  _globals['_WELCOME']._serialized_start=1157
+  _globals['_WELCOME']._serialized_end=1222
+  _globals['_INTEREST']._serialized_start=1224
+  _globals['_INTEREST']._serialized_end=1272
+  _globals['_LEVEL0']._serialized_start=1274
+  _globals['_LEVEL0']._serialized_end=1295
+  _globals['_LEVEL1']._serialized_start=1297
+  _globals['_LEVEL1']._serialized_end=1365
+  _globals['_FEEDBACK']._serialized_start=1368
+  _globals['_FEEDBACK']._serialized_end=1610
+  _globals['_ACKNOTICE']._serialized_start=1613
+  _globals['_ACKNOTICE']._serialized_end=1771
+  _globals['_DATAPLANE']._serialized_start=1832
+  _globals['_DATAPLANE']._serialized_end=1965
+  _globals['_INGEST']._serialized_start=1967
+  _globals['_INGEST']._serialized_end=2045
 # @@protoc_insertion_point(module_scope)

@@ -53,7 +53,7 @@ class Hello(_message.Message):
     def __init__(self, edge: _Optional[str] = ..., sender: _Optional[str] = ..., epoch: _Optional[int] = ..., channel: _Optional[_Union[Channel, str]] = ..., layout: _Optional[str] = ...) -> None: ...
 
 class Batch(_message.Message):
-    __slots__ = ("first_seq", "count", "rows", "watermark", "end_of_stream", "elided_ts", "owned")
+    __slots__ = ("first_seq", "count", "rows", "watermark", "end_of_stream", "elided_ts", "owned", "entered_unix")
     FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +61,7 @@ class Batch(_message.Message):
     END_OF_STREAM_FIELD_NUMBER: _ClassVar[int]
     ELIDED_TS_FIELD_NUMBER: _ClassVar[int]
     OWNED_FIELD_NUMBER: _ClassVar[int]
+    ENTERED_UNIX_FIELD_NUMBER: _ClassVar[int]
     first_seq: int
     count: int
     rows: bytes
@@ -68,7 +69,8 @@ class Batch(_message.Message):
     end_of_stream: bool
     elided_ts: _containers.RepeatedScalarFieldContainer[int]
     owned: bytes
-    def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., elided_ts: _Optional[_Iterable[int]] = ..., owned: _Optional[bytes] = ...) -> None: ...
+    entered_unix: float
+    def __init__(self, first_seq: _Optional[int] = ..., count: _Optional[int] = ..., rows: _Optional[bytes] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., elided_ts: _Optional[_Iterable[int]] = ..., owned: _Optional[bytes] = ..., entered_unix: _Optional[float] = ...) -> None: ...
 
 class ResyncPoint(_message.Message):
     __slots__ = ("position", "out_seq", "cut_position", "edge_cut", "counters", "time", "state_position")

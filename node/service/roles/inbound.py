@@ -18,6 +18,7 @@ Other streams, and the node, go on.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -55,8 +56,17 @@ class Receiver(Protocol):
         ...
 
     def receive(
-        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
-    ) -> int: ...
+        self,
+        edge: str,
+        first_seq: int,
+        rows: list[Element],
+        watermark: int,
+        eos: bool,
+        count: int,
+        entered: float = 0.0,
+    ) -> int:
+        """``entered``: when the batch's oldest row entered the system (0 unknown)."""
+        ...
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]: ...
 
@@ -176,8 +186,16 @@ class InboundEdgeSession:
                     f"edge {self.edge.id}: rows from seq {batch.first_seq}, want seq {next_seq}",
                 )
             try:
+                # A peer's number: only a finite positive time is one.
+                entered = batch.entered_unix if 0 < batch.entered_unix < math.inf else 0.0
                 new = self.receiver.receive(
-                    self.edge.id, batch.first_seq, rows, batch.watermark, batch.end_of_stream, batch.count
+                    self.edge.id,
+                    batch.first_seq,
+                    rows,
+                    batch.watermark,
+                    batch.end_of_stream,
+                    batch.count,
+                    entered,
                 )
             except SeqGapError as exc:
                 raise Rejected(grpc.StatusCode.OUT_OF_RANGE, str(exc)) from None

@@ -158,13 +158,20 @@ class ReplicaRole:
         return self.replica.inputs.by_name[edge].next_seq
 
     def receive(
-        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
+        self,
+        edge: str,
+        first_seq: int,
+        rows: list[Element],
+        watermark: int,
+        eos: bool,
+        count: int,
+        entered: float = 0.0,
     ) -> int:
         if self.replica.mode is Mode.FENCED:
             return 0
         edge_input = self.replica.inputs.by_name[edge]
         before = edge_input.next_seq
-        new = edge_input.accept_rows(first_seq, rows, watermark, eos, count)
+        new = edge_input.accept_rows(first_seq, rows, watermark, eos, count, entered)
         if self.connections and new and rows:
             fresh = rows[before - first_seq :] if before > first_seq else rows
             for candidate in self.connections.named(edge, fresh):

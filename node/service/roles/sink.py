@@ -1,10 +1,12 @@
 """The sink role: the end of an edge like any other (ha-protocol.md): it
 acknowledges, drops duplicate seqs, and writes what it received as JSON Lines
-to ``<run-dir>/sink/<name>.jsonl``. It also measures source-to-sink latency
-(event time is milliseconds since the cluster's start time t0)."""
+to ``<run-dir>/sink/<name>.jsonl``. It also measures latency: from when
+the rows entered the system (their source's stamp, carried by every batch)
+to their arrival here."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from array import array
 from collections.abc import Callable
@@ -35,7 +37,6 @@ class SinkRole:
         edge = inputs.edges[0]
         self.metrics = metrics
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
-        self.t0: float | None = None
         self.latencies = array("d")
         self.delivered = 0
         self.run_dir = run_dir
@@ -51,9 +52,6 @@ class SinkRole:
         if run_dir is not None and split_by is not None:
             self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
 
-    def start(self, t0: float) -> None:
-        self.t0 = t0
-
     # -- receiver (for the inbound session) ----------------------------------------------
 
     def next_seq(self, edge: str) -> int:
@@ -66,9 +64,16 @@ class SinkRole:
         return False
 
     def receive(
-        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
+        self,
+        edge: str,
+        first_seq: int,
+        rows: list[Element],
+        watermark: int,
+        eos: bool,
+        count: int,
+        entered: float = 0.0,
     ) -> int:
-        return self.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos, count)
+        return self.inputs.by_name[edge].accept_rows(first_seq, rows, watermark, eos, count, entered)
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         return set()  # a sink keeps no state: it never needs to rebuild
@@ -99,13 +104,13 @@ class SinkRole:
             if self._arrivals is not None:
                 self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
             self.delivered += len(rows)
-            if self.t0 is not None:
-                now_ms = (clock.wall() - self.t0) * 1000
-                lat = [max(0.0, (now_ms - r[0]) / 1000) for r in rows]
-                self.latencies.extend(lat)
-                observe = self.metrics.latency.observe
-                for x in lat[:: max(1, len(lat) // 64)]:
-                    observe(x)
+            entered = self.inputs.entered
+            if entered:
+                # From the entry of the oldest row they came from, for each
+                # row of this take: an upper bound, by at most the take's span.
+                latency = max(0.0, clock.wall() - entered)
+                self.latencies.extend(itertools.repeat(latency, len(rows)))
+                self.metrics.latency.observe(latency)
         if self.finished:
             self.close()
 

@@ -100,14 +100,17 @@ class SourceRole:
             log.error("%s", exc)
         self._finish()
 
-    def _emit(self, rows: list[Element], watermark: int) -> None:
+    def _emit(self, rows: list[Element], watermark: int, entered: float) -> None:
+        """``entered``: when the first row entered the system: its due time
+        on a generator's or a replay's schedule (a source behind schedule
+        counts as latency), its arrival for an ingest call."""
         if rows:
             self.emitted += len(rows)
             if self._log is not None:
                 fmt = self._fmt
                 self._log.write("".join([fmt(r[1], r) for r in rows]))
         self.watermark = max(self.watermark, watermark)
-        self.log.append(rows, self.watermark)
+        self.log.append(rows, self.watermark, entered)
         self.outbound.appended()
 
     def _finish(self) -> None:
@@ -140,7 +143,7 @@ class SourceRole:
             self.lag_ms = max(0.0, self.elapsed_ms() - gen.next_ts())
             if due:
                 rows = gen.take(min(due, batch))
-                self._emit(rows, gen.next_ts() - 1)
+                self._emit(rows, gen.next_ts() - 1, self.t0 + rows[0][0] / 1000)
                 await asyncio.sleep(0)
                 continue
             wait_ms = gen.next_ts() - self.elapsed_ms()
@@ -156,7 +159,7 @@ class SourceRole:
             await self.outbound.wait_room()
             now = int(self.elapsed_ms()) - 1
             if now > self.watermark:
-                self._emit([], now)
+                self._emit([], now, clock.wall())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), timeout=REGISTRY_TICK_S)
 
@@ -168,6 +171,12 @@ class SourceRole:
         )
         pending: list[Element] = []
         first_ts: int | None = None
+
+        def due(rows: list[Element]) -> float:
+            """When the first of ``rows`` was due on the replay's schedule."""
+            assert first_ts is not None
+            return self.t0 + clock.wall_ms(rows[0][0] - first_ts) / 1000
+
         it: Iterator[Element] = iter(rows)
         nxt = next(it, None)
         while nxt is not None and not self.stopping.is_set():
@@ -176,7 +185,8 @@ class SourceRole:
             due_ms = clock.wall_ms(nxt[0] - first_ts)
             wait = due_ms - self.elapsed_ms()
             if wait > 1 and pending:
-                self._emit(pending, pending[-1][0] - 1 if pending[-1][0] == nxt[0] else nxt[0] - 1)
+                held = pending[-1][0] - 1 if pending[-1][0] == nxt[0] else nxt[0] - 1
+                self._emit(pending, held, due(pending))
                 pending = []
             if wait > 1:
                 await asyncio.sleep(min(wait, 50) / 1000)
@@ -185,11 +195,11 @@ class SourceRole:
             pending.append(nxt)
             nxt = next(it, None)
             if len(pending) >= 1024:
-                self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0])
+                self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0], due(pending))
                 pending = []
                 await asyncio.sleep(0)
         if pending:
-            self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0])
+            self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0], due(pending))
 
     def ingest(self, rows: list[dict[str, Any]], watermark: int | None, eos: bool) -> int:
         """Rows pushed by an external producer, as JSON objects with ``ts``
@@ -237,7 +247,7 @@ class SourceRole:
         ):
             raise SourceDataError(f"watermark {watermark} goes back in time or is out of range")
         mark = watermark if watermark is not None else (elements[-1][0] - 1 if elements else self.watermark)
-        self._emit(elements, mark)
+        self._emit(elements, mark, clock.wall())
         if eos:
             self.stop()
         return len(elements)
