@@ -14,7 +14,6 @@ arrival log of the first ``--log-period`` ticks of the input.
 
 from __future__ import annotations
 
-import csv
 import gc
 import json
 import sys
@@ -32,7 +31,7 @@ from semiactive.mqo.executor import Method, MqoError, SharedExecutor
 from semiactive.mqo.query import ContinuousQuery, parse_queries
 from semiactive.mqo.relations import Row
 from semiactive.mqo.similarity import ArrivalLog
-from semiactive.node.connectors.sources import SourceDataError
+from semiactive.node.connectors.sources import EXTRA_FIELDS, SourceDataError, csv_reader
 
 RESERVED = {"clusters"}
 Change = tuple[int, ContinuousQuery | str]
@@ -99,11 +98,11 @@ def read_stream(name: str, path: Path) -> Stream:
         if path.suffix in (".jsonl", ".json", ".ndjson"):
             records = ((n, _json(path, n, line)) for n, line in enumerate(handle, 1) if line.strip())
         else:
-            reader = csv.DictReader(handle)
+            reader = csv_reader(handle)
             columns = [c for c in reader.fieldnames or [] if c != "ts"]
             if "ts" not in (reader.fieldnames or []):
                 raise SourceDataError(f"{path}:1: no ts column in the header")
-            records = ((reader.line_num, {k: _typed(v) for k, v in r.items()}) for r in reader)
+            records = ((reader.line_num, _csv_record(path, reader.line_num, r)) for r in reader)
         last = None
         for line, record in records:
             if not columns and not rows:
@@ -120,6 +119,14 @@ def read_stream(name: str, path: Path) -> Stream:
             last = ts
             rows.append((ts, len(rows) + 1, *(record[c] for c in columns)))
     return Stream(name, columns, rows)
+
+
+def _csv_record(path: Path, line: int, row: Mapping[str, Any]) -> dict[str, Any]:
+    if EXTRA_FIELDS in row:
+        raise SourceDataError(f"{path}:{line}: more fields than the header has ({len(row) - 1})")
+    if any(v is None for v in row.values()):
+        raise SourceDataError(f"{path}:{line}: fewer fields than the header has ({len(row)})")
+    return {k: _typed(v) for k, v in row.items()}
 
 
 def _json(path: Path, line: int, text: str) -> dict[str, Any]:

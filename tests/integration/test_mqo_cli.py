@@ -86,6 +86,14 @@ def _all(source: str, schemas: dict[str, dict[str, int]]) -> list[Column]:
     return [Column(source, c) for c in schemas[source]]
 
 
+def test_stream_files_with_spaces_after_commas(tmp_path: Path) -> None:
+    path = tmp_path / "quote.csv"
+    path.write_text("ts, name, price\n1, abc, 3\n2, d, 4.5\n")
+    stream = read_stream("Quote", path)
+    assert stream.columns == ["name", "price"]
+    assert stream.rows == [(1, 1, "abc", 3), (2, 2, "d", 4.5)]
+
+
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
@@ -95,6 +103,8 @@ def _all(source: str, schemas: dict[str, dict[str, int]]) -> list[Column]:
         ({"q.cql": "CREATE x MASTER M SELECT * FROM Quote WHERE Quote.nope = 1"}, "no column 'nope'"),
         ({"q.cql": "CREATE x MASTER\n"}, "q.cql:2:"),
         ({"quote.csv": "name,price\nx,1\n"}, "no ts column"),
+        ({"quote.csv": "ts,name,price\n1,x,1\n2,y\n"}, "quote.csv:3: fewer fields"),
+        ({"quote.csv": "ts,name,price\n1,x,1,9\n"}, "quote.csv:2: more fields"),
         ({"quote.csv": "ts,name,price\n5,x,1\n3,y,2\n"}, "quote.csv:3: ts 3 is before"),
         ({"news.jsonl": '{"ts": 1, "company": "a", "title": "t"}\nnot json\n'}, "news.jsonl:2: not JSON"),
     ],
