@@ -87,6 +87,20 @@ def test_unknown_field_nested(tmp_path: Path) -> None:
     _check(tmp_path, BASE + "hearbeat_ms: 5\n", "hearbeat", "hearbeat_ms", "unknown field 'hearbeat_ms'")
 
 
+def test_a_misspelt_field_is_unknown_not_the_one_meant_missing(tmp_path: Path) -> None:
+    """``streem`` also leaves ``stream`` missing: the typo is the mistake."""
+    text = BASE.replace("    stream: s0\n", "    streem: s0\n")
+    _check(tmp_path, text, "streem", "sources[0].streem", "unknown field 'streem' (did you mean 'stream'?)")
+    text = BASE.replace("    node: node-1\n", "    node: node-1\n    ha: {mode: sas, secondry: n2}\n")
+    _check(tmp_path, text, "secondry", "stages[0].ha.secondry", "(did you mean 'secondary'?)")
+    text = BASE + "endpoints:\n  node-1: {port: 5000, hots: x}\n"
+    _check(tmp_path, text, "hots", "endpoints.node-1.hots", "unknown field 'hots' (did you mean 'host'?)")
+    text = BASE.replace("    stream: s0\n", "    stream: s0\n    shema: {v: integer}\n")
+    _check(tmp_path, text, "shema", "sources[0].shema", "(did you mean 'schema'?)")
+    err = _error(tmp_path, BASE + "zzz: 1\n")
+    assert err.message == "unknown field 'zzz'", str(err)
+
+
 def test_wrong_type(tmp_path: Path) -> None:
     text = BASE.replace("    stream: s0\n", "    stream: s0\n    seed: abc\n")
     _check(tmp_path, text, "seed", "sources[0].seed", "Input should be a valid integer")
