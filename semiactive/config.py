@@ -337,6 +337,16 @@ class SinkConfig(_Model):
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
 
 
+def _node_reference(value: object) -> object:
+    """A topology node by name or id: an id written as a YAML number (``0``)
+    is the id ``"0"``."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# A node of a topology: its name or its id (semiactive/placement/network.py).
+TopologyNode = Annotated[str, BeforeValidator(_node_reference)]
+
+
 class NetworkConfig(_Model):
     """Seed 004: the wide-area network the nodes stand on. Every node is
     at a site of ``topology``; frames between two nodes are delayed by the
@@ -346,7 +356,7 @@ class NetworkConfig(_Model):
     when that lowers the usage by at least ``min_gain`` (a fraction)."""
 
     topology: Annotated[str, Field(min_length=1)]  # topohub:KEY or a node-link JSON file
-    sites: dict[str, str]  # node -> topology node
+    sites: dict[str, TopologyNode]  # node -> topology node (name or id)
     delay: bool = True
     replace_every_s: Annotated[float, Field(ge=0)] = 0.0  # 0: no re-placement
     min_gain: Annotated[float, Field(ge=0, lt=1)] = 0.1

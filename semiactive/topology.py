@@ -319,15 +319,18 @@ class _Resolver:
             network = load_network(spec)
         except NetworkError as exc:
             raise self.error(str(exc), "network", "topology") from None
+        sites: dict[str, str] = {}
         for node, site in net_cfg.sites.items():
             if node not in self.nodes:
                 raise self.error(f"no node {node!r} in this cluster", "network", "sites", node)
-            if site not in network.index:
-                raise self.error(f"{network.name} has no node {site!r}", "network", "sites", node)
+            found = network.find(site)  # by name or by id; known by its name from here on
+            if found is None:
+                raise self.error(network.not_found(site), "network", "sites", node)
+            sites[node] = network.nodes[found]
         missing = [n for n in self.nodes if n not in net_cfg.sites]
         if missing:
             raise self.error(f"no site for {', '.join(sorted(missing))}", "network", "sites")
-        return SiteMap(network, dict(net_cfg.sites))
+        return SiteMap(network, sites)
 
     def _parse_stages(self) -> list[tuple[int, StageConfig, cql_ast.Program, str, str]]:
         out = []
