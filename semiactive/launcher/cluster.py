@@ -25,7 +25,6 @@ drains early; a second Ctrl-C kills at once.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import os
@@ -43,13 +42,12 @@ from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.admin.certificates import identities, issue_cluster
 from semiactive.launcher import manifest
+from semiactive.launcher.check import check_source_files
 from semiactive.launcher.faults import Fault, parse_faults
 from semiactive.launcher.measurements import RunReport, analyse
 from semiactive.launcher.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from semiactive.launcher.ports import PortAllocator, port_in_use
 from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
-from semiactive.node.connectors.sources import SourceDataError, read_rows
-from semiactive.node.cql import plan
 from semiactive.oracle.verify import check_run
 from semiactive.runtime.events import EventLog
 from semiactive.runtime.network import GRPC_OPTIONS
@@ -144,18 +142,10 @@ class Cluster:
         self.security = Security.insecure(ADMIN)
 
     def check_files(self) -> None:
-        """Read every file source's data once before anything starts: a bad
-        file is a usage error naming file and line, not a run that emits
-        nothing (the source would only log it)."""
-        for i, src in enumerate(self.topology.config.sources):
-            stage = self.topology.stages[src.name]
-            if stage.source is None or stage.source.kind != "file" or stage.schema is None:
-                continue
-            assert stage.source.path is not None
-            try:
-                collections.deque(read_rows(stage.source.path, stage.schema, plan.Kind.STREAM), maxlen=0)
-            except SourceDataError as exc:
-                raise self.loaded.error(str(exc), "sources", i, "path") from None
+        """Read every file source's data once before anything starts
+        (:func:`semiactive.launcher.check.check_source_files`, what
+        ``cluster check`` does too)."""
+        check_source_files(self.loaded, self.topology)
 
     # -- start --------------------------------------------------------------------------
 

@@ -577,3 +577,44 @@ def test_a_stage_may_declare_its_inputs_as_they_are(tmp_path: Path) -> None:
 def test_bad_snapshot_rows_are_refused(tmp_path: Path, settings: str, message: str) -> None:
     assert message in str(_error(tmp_path, BASE + settings))
     assert config.load(_write(tmp_path, BASE + "snapshot_rows: 999\n")).model.snapshot_rows == 999
+
+
+# -- cluster check: what cluster up refuses --------------------------------------------------------
+
+FILE_SOURCE = """\
+name: replay
+sources:
+  - name: replay
+    stream: s0
+    kind: file
+    path: data.csv
+    schema: {val: integer}
+stages:
+  - name: stage-1
+    node: node-1
+    query: |
+      REGISTER QUERY s1 AS
+        SELECT * FROM s0 WHERE val >= 0
+sinks:
+  - name: sink
+    input: s1
+"""
+
+
+def test_cluster_check_reads_file_sources_as_cluster_up_does(tmp_path: Path) -> None:
+    """A missing ``path`` and a bad row (qty=lots) are refused by ``cluster
+    up``; :func:`check_config` (``cluster check``) refuses them the same way."""
+    from semiactive.launcher.check import check_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(FILE_SOURCE)
+    data = tmp_path / "data.csv"
+    with pytest.raises(ConfigError) as info:
+        check_config(path)
+    assert str(info.value) == f"{path}:6: sources[0].path: {data}: cannot open: No such file or directory"
+    data.write_text("ts,val\n0,1\n5,lots\n")
+    with pytest.raises(ConfigError) as info:
+        check_config(path)
+    assert str(info.value) == f"{path}:6: sources[0].path: {data}:3: column val: 'lots' is not integer"
+    data.write_text("ts, val\n0, 1\n5, 2\n")
+    assert check_config(path).startswith(f"replay: {path} is valid")
