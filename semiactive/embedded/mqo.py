@@ -28,6 +28,7 @@ import numpy as np
 
 from semiactive.mqo.clocks import Clock, daily_clock, parse_clock
 from semiactive.mqo.executor import Method, MqoError, SharedExecutor
+from semiactive.mqo.nodes import NEVER
 from semiactive.mqo.query import ContinuousQuery, parse_queries
 from semiactive.mqo.relations import Row
 from semiactive.mqo.similarity import ArrivalLog
@@ -290,7 +291,11 @@ def write_outputs(result: RunResult, out: Path, params: Mapping[str, Any]) -> No
     out.mkdir(parents=True, exist_ok=True)
     with (out / "clusters.jsonl").open("w") as f:
         for h in result.executor.history:
-            f.write(json.dumps(asdict(h), separators=(",", ":")) + "\n")
+            # Clusters formed before the first instant (at start, or a query
+            # added before it) have no instant: null, not the executor's
+            # "before any time" sentinel.
+            record = {**asdict(h), "at": None if h.at == NEVER else h.at}
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
     stats = {"params": dict(params), **result.summary(), "per_unit": [asdict(u) for u in result.units]}
     (out / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
 

@@ -76,7 +76,8 @@ def test_results_are_the_reference(tmp_path: Path, method: str) -> None:
         assert sorted(got, key=key) == sorted(want, key=key), q.name
         assert want, f"{q.name}: the data should give it results"
     clusters = read_jsonl(out / "clusters.jsonl")
-    assert clusters[0]["reason"] == "start"
+    assert clusters[0]["reason"] == "start" and clusters[0]["at"] is None  # before the first instant
+    assert all(c["at"] >= 0 for c in clusters[1:])
     assert any(c["reason"].startswith("add late") for c in clusters)
     stats = json.loads((out / "stats.json").read_text())
     assert len(stats["per_unit"]) == 4 and stats["results"] == sum(u["results"] for u in stats["per_unit"])
