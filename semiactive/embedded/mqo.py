@@ -2,7 +2,8 @@
 
 Reads a file of ``CREATE ... MASTER ...`` queries and one CSV or JSON Lines
 file per stream (a ``ts`` column, non-decreasing; the other columns are the
-stream's, typed int, float or text as they parse), runs them with one of
+stream's: those its ``REGISTER STREAM`` declares, of those types, or else
+every column, typed int, float or text as they parse), runs them with one of
 the methods of :class:`semiactive.mqo.executor.Method` and writes ``DIR/<query>.jsonl``
 (one object per result: ``ts`` is the master arrival, columns qualified as
 ``Quote.name``), ``DIR/clusters.jsonl`` (every (re)clustering) and
@@ -29,10 +30,11 @@ import numpy as np
 from semiactive.mqo.clocks import Clock, daily_clock, parse_clock
 from semiactive.mqo.executor import Method, MqoError, SharedExecutor
 from semiactive.mqo.nodes import NEVER
-from semiactive.mqo.query import ContinuousQuery, parse_queries
+from semiactive.mqo.query import ContinuousQuery, QueryFile, StreamDeclaration, parse_query_file
 from semiactive.mqo.relations import Row
 from semiactive.mqo.similarity import ArrivalLog
-from semiactive.node.connectors.sources import EXTRA_FIELDS, SourceDataError, csv_reader
+from semiactive.node.connectors.sources import EXTRA_FIELDS, SourceDataError, csv_reader, read_rows
+from semiactive.node.cql import plan
 
 RESERVED = {"clusters"}
 Change = tuple[int, ContinuousQuery | str]
@@ -86,13 +88,22 @@ def _typed(text: str) -> int | float | str:
     return text
 
 
-def read_stream(name: str, path: Path) -> Stream:
-    """A stream file: CSV with a header, or JSON Lines; ``ts`` non-decreasing."""
+def read_stream(name: str, path: Path, declared: StreamDeclaration | None = None) -> Stream:
+    """A stream file: CSV with a header, or JSON Lines; ``ts`` non-decreasing.
+    A ``declared`` stream has the declared columns (others in the file are
+    ignored), each value checked against its type as ``query run`` does."""
+    if declared is not None:
+        rows: list[Row] = []
+        for ts, seq, _sign, *values in read_rows(path, declared.schema, plan.Kind.STREAM):
+            if ts < 0:
+                raise SourceDataError(f"{path}: row {seq}: ts {ts} is negative; expected ticks from 0")
+            rows.append((ts, seq, *values))
+        return Stream(name, [c.name for c in declared.columns], rows)
     try:
         handle = path.open(newline="")
     except OSError as exc:
         raise SourceDataError(f"{path}: cannot open: {exc.strerror}") from None
-    rows: list[Row] = []
+    rows = []
     columns: list[str] = []
     with handle:
         records: Iterator[tuple[int, Mapping[str, Any]]]
@@ -141,16 +152,24 @@ def _json(path: Path, line: int, text: str) -> dict[str, Any]:
 
 
 def clocks_for(
-    queries: Sequence[ContinuousQuery], streams: Mapping[str, Stream], specs: Sequence[str]
+    queries: Sequence[ContinuousQuery],
+    streams: Mapping[str, Stream],
+    specs: Sequence[str],
+    declared: Mapping[str, Clock] | None = None,
 ) -> dict[str, Clock]:
-    clocks = {c.name: c for c in map(parse_clock, specs)}
+    """The clocks the queries' masters name: ``declared`` (REGISTER CLOCK),
+    ``--clock`` specs (which replace a declared clock of the same name) and
+    the daily ``Clock_H``."""
+    clocks = dict(declared or {})
+    clocks.update({c.name: c for c in map(parse_clock, specs)})
     for q in queries:
         for m in q.masters:
             if m not in streams and m not in clocks:
                 daily = daily_clock(m)
                 if daily is None:
                     raise MqoError(
-                        f"query {q.name}: master {m!r} is no --stream, no --clock and no Clock_H (H = 0..23)"
+                        f"query {q.name}: master {m!r} is no --stream, no clock (REGISTER CLOCK or --clock) "
+                        "and no Clock_H (H = 0..23)"
                     )
                 clocks[m] = daily
     return clocks
@@ -301,12 +320,17 @@ def write_outputs(result: RunResult, out: Path, params: Mapping[str, Any]) -> No
 
 
 def load_queries(path: str) -> list[ContinuousQuery]:
+    return list(load_query_file(path).queries)
+
+
+def load_query_file(path: str) -> QueryFile:
+    """A file of queries (``-``: standard input) with its declarations."""
     text = sys.stdin.read() if path == "-" else _read_text(Path(path))
-    queries = parse_queries(text, "<stdin>" if path == "-" else path)
-    for q in queries:
+    loaded = parse_query_file(text, "<stdin>" if path == "-" else path)
+    for q in loaded.queries:
         if q.name in RESERVED:
             raise MqoError(f"{path}: query name {q.name!r} is reserved (it names an output file)")
-    return queries
+    return loaded
 
 
 def _read_text(path: Path) -> str:
@@ -342,13 +366,16 @@ def main(
     remove: Sequence[str],
     err: IO[str] = sys.stderr,
 ) -> int:
-    queries = load_queries(query_file)
+    loaded = load_query_file(query_file)
+    queries = list(loaded.queries)
     streams: dict[str, Stream] = {}
     for spec in stream_specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise SourceDataError(f"--stream {spec!r}: expected NAME=FILE")
-        streams[name] = read_stream(name, Path(path))
+        if name in loaded.clocks:
+            raise MqoError(f"--stream {spec!r}: {name} is a clock (REGISTER CLOCK in {loaded.file})")
+        streams[name] = read_stream(name, Path(path), loaded.streams.get(name))
     if unit <= 0 or log_period <= 0 or (recluster_every is not None and recluster_every <= 0):
         raise MqoError("--unit, --log-period and --recluster-every must be positive")
     changes: list[Change] = []
@@ -359,7 +386,15 @@ def main(
         at, name = _timed(spec, "--remove")
         changes.append((at, name))
     later = [q for _, q in changes if isinstance(q, ContinuousQuery)]
-    clocks = clocks_for([*queries, *later], streams, clock_specs)
+    for q in [*queries, *later]:
+        for name in (*q.sources, *q.masters):
+            declared = loaded.streams.get(name)
+            if declared is not None and name not in streams:
+                raise MqoError(
+                    f"query {q.name}: stream {name} is declared ({loaded.file}:{declared.line}) "
+                    f"but has no data: give --stream {name}=FILE"
+                )
+    clocks = clocks_for([*queries, *later], streams, clock_specs, loaded.clocks)
 
     files = ResultFiles(out)
     files.start([q.name for q in [*queries, *later]])

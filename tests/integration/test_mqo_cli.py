@@ -133,6 +133,41 @@ def test_bad_options(tmp_path: Path) -> None:
         assert done.returncode == 2 and needle in done.stderr, done.stderr
 
 
+def test_declared_streams_and_clocks(tmp_path: Path) -> None:
+    """REGISTER STREAM types the data (and checks it), REGISTER CLOCK needs no
+    --clock; --clock replaces a declared clock."""
+    streams = _files(tmp_path)
+    declared = "REGISTER STREAM Quote (name char(1), price float)\nREGISTER CLOCK Tick PERIOD 10 PHASE 4\n"
+    (tmp_path / "q.cql").write_text(declared + QUERIES)
+    without_tick = streams[: streams.index("--clock")]
+    out = tmp_path / "out"
+    done = semiactive("mqo", "run", str(tmp_path / "q.cql"), *without_tick, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    ticking = read_jsonl(out / "ticking.jsonl")
+    assert ticking and {r["ts"] % 10 for r in ticking} == {4}
+    assert all(isinstance(r["Quote.price"], float) for r in ticking)
+    done = semiactive(
+        "mqo", "run", str(tmp_path / "q.cql"), *without_tick, "--clock", "Tick=10+6", "--out", str(out)
+    )
+    assert done.returncode == 0 and {r["ts"] % 10 for r in read_jsonl(out / "ticking.jsonl")} == {6}
+    for change, needle in (
+        ({"quote.csv": "ts,name,price\n1,a,1\n2,b,lots\n"}, "quote.csv:3: column price: 'lots' is not float"),
+        ({"quote.csv": "ts,name\n1,a\n"}, "quote.csv:1: missing column(s) price in the header"),
+        ({"quote.csv": "ts,name,price\n1,ab,1\n"}, "quote.csv:2: column name: 'ab' is longer than char(1)"),
+    ):
+        for name, text in change.items():
+            (tmp_path / name).write_text(text)
+        done = semiactive("mqo", "run", str(tmp_path / "q.cql"), *without_tick, "--out", str(out))
+        assert done.returncode == 2 and needle in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    no_quote = [a for a in without_tick if not a.startswith("Quote=")]
+    no_quote.remove("--stream")
+    done = semiactive("mqo", "run", str(tmp_path / "q.cql"), *no_quote, "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    assert "stream Quote is declared" in done.stderr and "give --stream Quote=FILE" in done.stderr, (
+        done.stderr
+    )
+
+
 @pytest.mark.slow
 def test_the_experiment_writes_its_table_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "exp"
