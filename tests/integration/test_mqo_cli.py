@@ -5,6 +5,7 @@ command line, and one-line errors with exit status 2."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from semiactive.embedded.mqo import read_stream
 from semiactive.mqo.clocks import Clock
 from semiactive.mqo.query import Column, parse_queries
 from semiactive.oracle.mqo_reference import reference_results
-from tests.processes import read_jsonl, semiactive
+from tests.processes import ROOT, read_jsonl, semiactive
 
 QUERIES = """\
 CREATE near MASTER M WINDOW SIZE 3 SELECT * FROM Quote, News WHERE Quote.name = News.company
@@ -131,6 +132,37 @@ def test_bad_options(tmp_path: Path) -> None:
             "mqo", "run", str(tmp_path / "q.cql"), *streams, *extra, "--out", str(tmp_path / "o")
         )
         assert done.returncode == 2 and needle in done.stderr, done.stderr
+
+
+def _quickstart() -> list[str]:
+    """The quick-start command, the same in README.md, docs/mqo.md and the
+    example's header."""
+    commands = set()
+    for doc in ("README.md", "docs/mqo.md", "examples/mqo-queries.cql"):
+        for line in (ROOT / doc).read_text().splitlines():
+            if "semiactive mqo run examples/" in line:
+                commands.add(line.strip().removeprefix("--").strip().removeprefix(".venv/bin/"))
+    assert len(commands) == 1, commands
+    return shlex.split(commands.pop())
+
+
+def test_the_quickstart_command_works_as_written(tmp_path: Path) -> None:
+    """One copy-pasteable command: the example's streams and clocks are
+    declared in the queries file, the data is shipped."""
+    command = _quickstart()
+    assert command[:3] == ["semiactive", "mqo", "run"] and "--clock" not in command
+    out = tmp_path / "mqo"
+    command[command.index("--out") + 1] = str(out)
+    done = semiactive(*command[1:])
+    assert done.returncode == 0, done.stderr
+    assert "300 queries, 60 units" in done.stdout, done.stdout
+    clusters = read_jsonl(out / "clusters.jsonl")
+    assert clusters[0]["at"] is None and clusters[0]["reason"] == "start"
+    results = [read_jsonl(out / f"Q{i}.jsonl") for i in range(300)]
+    assert all(results), "every query should have results over the sample data"
+    first = results[0][0]
+    assert set(first) == {"ts", "Quote.ts", "Quote.name", "Quote.price", "News.ts", "News.company", "News.id"}
+    assert first["Quote.name"] == first["News.company"] and first["ts"] % 10_000 == 1000  # Q0 runs on C1
 
 
 def test_declared_streams_and_clocks(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from semiactive.mqo.similarity import ArrivalLog, similarity_matrix, usage, use_
 from semiactive.node.cql import plan
 from semiactive.node.cql.errors import CqlError
 from semiactive.oracle.mqo_reference import reference_results
+from tests.processes import ROOT
 
 TEMPLATE = "SELECT * FROM Quote, News WHERE Quote.name = News.company"
 
@@ -159,6 +160,12 @@ def test_declaration_errors_are_located(text: str, line: int, column: int, messa
     err = info.value
     assert message in err.message, str(err)
     assert (err.file, err.line, err.column) == ("q.cql", line, column), str(err)
+
+
+def test_the_example_declares_its_streams_and_clocks() -> None:
+    loaded = parse_query_file((ROOT / "examples" / "mqo-queries.cql").read_text())
+    assert len(loaded.queries) == 300 and set(loaded.streams) == {"Quote", "News"}
+    assert loaded.clocks == {f"C{j}": Clock(f"C{j}", 10_000, 1000 * j) for j in range(10)}
 
 
 def test_clocks() -> None:
