@@ -9,8 +9,11 @@ a user can jump to the mistake. Semantic checks that need the whole file
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
+import types as types_module
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -334,6 +337,16 @@ class SinkConfig(_Model):
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
 
 
+def _node_reference(value: object) -> object:
+    """A topology node by name or id: an id written as a YAML number (``0``)
+    is the id ``"0"``."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# A node of a topology: its name or its id (semiactive/placement/network.py).
+TopologyNode = Annotated[str, BeforeValidator(_node_reference)]
+
+
 class NetworkConfig(_Model):
     """Seed 004: the wide-area network the nodes stand on. Every node is
     at a site of ``topology``; frames between two nodes are delayed by the
@@ -343,7 +356,7 @@ class NetworkConfig(_Model):
     when that lowers the usage by at least ``min_gain`` (a fraction)."""
 
     topology: Annotated[str, Field(min_length=1)]  # topohub:KEY or a node-link JSON file
-    sites: dict[str, str]  # node -> topology node
+    sites: dict[str, TopologyNode]  # node -> topology node (name or id)
     delay: bool = True
     replace_every_s: Annotated[float, Field(ge=0)] = 0.0  # 0: no re-placement
     min_gain: Annotated[float, Field(ge=0, lt=1)] = 0.1
@@ -505,12 +518,58 @@ def validate_model(
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
+        errors = exc.errors()
+        # An unknown field first: a misspelt one (streem) also makes the
+        # field meant (stream) missing, and that is not the mistake to show.
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = tuple("schema" if p == "schema_" else p for p in first["loc"])
         message = first["msg"]
         if first["type"] == "extra_forbidden":
             message = f"unknown field {loc[-1]!r}"
+            close = difflib.get_close_matches(str(loc[-1]), _field_names(cls, first["loc"][:-1]), n=1)
+            if close:
+                message += f" (did you mean {close[0]!r}?)"
         raise ConfigError(message, str(path), locate_field(lines, *loc), _dotted(loc)) from exc
+
+
+def _field_names(cls: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names (as written in YAML) of the model at ``loc`` inside
+    ``cls``; empty when ``loc`` leads to no model."""
+    types: list[Any] = [cls]
+    for part in loc:
+        following: list[Any] = []
+        for tp in _alternatives(types):
+            if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
+                for name, info in tp.model_fields.items():
+                    if part in (name, info.alias):
+                        following.append(info.annotation)
+            elif typing.get_origin(tp) is list and isinstance(part, int):
+                following += typing.get_args(tp)[:1]
+            elif typing.get_origin(tp) is dict and isinstance(part, str):
+                following += typing.get_args(tp)[1:2]
+        types = following
+    return [
+        info.alias or name
+        for tp in _alternatives(types)
+        if isinstance(tp, type) and issubclass(tp, BaseModel)
+        for name, info in tp.model_fields.items()
+    ]
+
+
+def _alternatives(types: list[Any]) -> list[Any]:
+    """``types`` with Annotated unwrapped and unions (optional fields) spread."""
+    out: list[Any] = []
+    pending = list(types)
+    while pending:
+        tp = pending.pop(0)
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            pending.insert(0, typing.get_args(tp)[0])
+        elif origin in (typing.Union, types_module.UnionType):
+            pending[:0] = typing.get_args(tp)
+        else:
+            out.append(tp)
+    return out
 
 
 def load(path: str | Path) -> LoadedConfig:

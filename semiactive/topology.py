@@ -24,7 +24,7 @@ from semiactive.config import ClusterConfig, ConfigError, LoadedConfig, SinkConf
 from semiactive.ha.stage import HaMode
 from semiactive.mqo.clocks import ClockError, daily_clock, parse_clock
 from semiactive.mqo.executor import Method, MqoError, SharedExecutor
-from semiactive.mqo.query import parse_queries
+from semiactive.mqo.query import QueryFile, parse_query_file
 from semiactive.mqo.stage import MAX_QUERY_NAME, MqoStageSpec, output_columns
 from semiactive.node.cql import CqlError, compile_program, parse, plan
 from semiactive.node.cql import ast as cql_ast
@@ -319,15 +319,18 @@ class _Resolver:
             network = load_network(spec)
         except NetworkError as exc:
             raise self.error(str(exc), "network", "topology") from None
+        sites: dict[str, str] = {}
         for node, site in net_cfg.sites.items():
             if node not in self.nodes:
                 raise self.error(f"no node {node!r} in this cluster", "network", "sites", node)
-            if site not in network.index:
-                raise self.error(f"{network.name} has no node {site!r}", "network", "sites", node)
+            found = network.find(site)  # by name or by id; known by its name from here on
+            if found is None:
+                raise self.error(network.not_found(site), "network", "sites", node)
+            sites[node] = network.nodes[found]
         missing = [n for n in self.nodes if n not in net_cfg.sites]
         if missing:
             raise self.error(f"no site for {', '.join(sorted(missing))}", "network", "sites")
-        return SiteMap(network, dict(net_cfg.sites))
+        return SiteMap(network, sites)
 
     def _parse_stages(self) -> list[tuple[int, StageConfig, cql_ast.Program, str, str]]:
         out = []
@@ -372,7 +375,8 @@ class _Resolver:
         else:
             text, file = cfg.queries or "", str(self.loaded.path)
         try:
-            queries = parse_queries(text, file)
+            query_file = parse_query_file(text, file)
+            self._check_mqo_declarations(query_file)
         except CqlError as exc:
             if cfg.queries_file is not None:
                 raise ConfigError(str(exc), "", None, "") from None
@@ -384,10 +388,18 @@ class _Resolver:
             raise self.error(
                 f"{exc.message} (queries line {exc.line}, column {exc.column})", *where
             ) from None
+        queries = list(query_file.queries)
         if not queries:
             raise self.error("no CREATE statement", *where)
         try:
-            clocks = {c.name: c for c in map(parse_clock, cfg.clocks)}
+            clocks = dict(query_file.clocks)
+            for clock in map(parse_clock, cfg.clocks):
+                if clocks.get(clock.name, clock) != clock:
+                    raise ClockError(
+                        f"clock {clock.name} is declared in the queries (REGISTER CLOCK) "
+                        "with another period or phase"
+                    )
+                clocks[clock.name] = clock
         except ClockError as exc:
             raise self.error(str(exc), "stages", i, "mqo", "clocks") from None
         schemas: dict[str, tuple[str, ...]] = {}
@@ -447,6 +459,29 @@ class _Resolver:
         )
         assert st.output is not None
         self._add_query_stage(i, st, st.output, schema, plan.Kind.STREAM, "output", text, file, mqo=spec)
+
+    def _check_mqo_declarations(self, query_file: QueryFile) -> None:
+        """A stream the queries declare (REGISTER STREAM) is a stream of the
+        cluster, and each declared column is one of its columns, of that type
+        (it may have others: a synthetic source's pad)."""
+        for name, declared in query_file.streams.items():
+            problem = ""
+            if name not in self.schemas:
+                problem = f"{name}: no such stream in this cluster (known: {', '.join(sorted(self.schemas))})"
+            elif self.schemas[name][1] is not plan.Kind.STREAM:
+                problem = f"{name} is a relation; MQO reads streams"
+            else:
+                types = {c.name: c.type for c in self.schemas[name][0].columns}
+                for column in declared.columns:
+                    if column.name not in types:
+                        problem = f"{name}.{column.name}: the stream {name} has no column {column.name!r}"
+                    elif types[column.name] != column.type:
+                        actual = types[column.name]
+                        problem = f"{name}.{column.name} is declared {column.type}; the stream's is {actual}"
+                    if problem:
+                        break
+            if problem:
+                raise CqlError(problem, declared.line, declared.column, query_file.file)
 
     def _cql_error(self, exc: CqlError, i: int, st: StageConfig) -> ConfigError:
         """Position a CQL error in the YAML file when the query is inline."""

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from semiactive.errors import UserError
 from semiactive.node.cql import plan
@@ -208,7 +208,7 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
                 (n, _json_line(path, n, line)) for n, line in enumerate(handle, start=1) if line.strip()
             )
         else:
-            reader = csv.DictReader(handle, restkey=_EXTRA)
+            reader = csv_reader(handle)
             header = reader.fieldnames or []
             missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
             if missing:
@@ -217,7 +217,7 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
         last_ts: int | None = None
         for seq, (line, record) in enumerate(records, start=1):
             where = f"{path}:{line}"
-            if _EXTRA in record:
+            if EXTRA_FIELDS in record:
                 raise SourceDataError(f"{where}: more fields than the header has ({len(header)})")
             try:
                 ts = int(record["ts"])
@@ -230,6 +230,7 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
             sign = 1
             if relation:
                 op = record.get("op")
+                op = op.strip() if isinstance(op, str) else op
                 if op not in ("+", "-"):
                     raise SourceDataError(f"{where}: op must be + or -")
                 sign = 1 if op == "+" else -1
@@ -240,7 +241,19 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
             yield (ts, seq, sign, *values)
 
 
-_EXTRA = "\0extra"  # DictReader's key for the fields of a row longer than the header
+EXTRA_FIELDS = "\0extra"  # DictReader's key for the fields of a row longer than the header
+
+
+def csv_reader(handle: IO[str]) -> csv.DictReader[str]:
+    """Rows of a CSV file with a header, as ``ts, name, price`` is often
+    written: spaces around a header's names and after a comma are not part
+    of a name or value (quote a value to keep its leading spaces); numbers
+    may also have trailing spaces. Fields past the header's are under
+    ``EXTRA_FIELDS``."""
+    reader = csv.DictReader(handle, restkey=EXTRA_FIELDS, skipinitialspace=True)
+    if reader.fieldnames is not None:
+        reader.fieldnames = [name.strip() for name in reader.fieldnames]
+    return reader
 
 
 def _json_line(path: Path, n: int, line: str) -> dict[str, Any]:

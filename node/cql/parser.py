@@ -90,10 +90,17 @@ def _cache_file(grammar: str) -> Path | None:
 
 def parse(text: str, file: str = "<query>") -> ast.Program:
     """Parse a whole CQL program. Raises :class:`CqlError`."""
+    unsupported = unsupported_sql(text)
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as exc:
-        raise _syntax_error(exc, text, file) from None
+        error = _syntax_error(exc, text, file)
+        # SQL that CQL lacks (ORDER BY, LIKE, ...) usually fails a little
+        # after it starts, or parses as something else: name it instead.
+        before = [u for u in unsupported if u.position <= _error_position(exc, text)]
+        raise (before[0].error(file) if before else error) from None
+    if unsupported:
+        raise unsupported[0].error(file)
     try:
         program = _ToAst(text, file).transform(tree)
     except VisitError as exc:
@@ -132,6 +139,12 @@ _TERMINAL_NAMES = {
 
 def _describe_terminal(name: str) -> str:
     return _TERMINAL_NAMES.get(name, name.lstrip("_"))
+
+
+def _error_position(exc: UnexpectedInput, text: str) -> int:
+    if isinstance(exc, UnexpectedToken):
+        return len(text) if exc.token.type == "$END" else exc.token.start_pos or 0
+    return exc.pos_in_stream or 0
 
 
 def _syntax_error(exc: UnexpectedInput, text: str, file: str) -> CqlError:
@@ -184,6 +197,111 @@ def _unbalanced(prefix: str) -> bool:
 def _end_position(text: str) -> tuple[int, int]:
     lines = text.split("\n")
     return len(lines), len(lines[-1]) + 1
+
+
+# ---- SQL that CQL does not have ---------------------------------------------------------
+
+_HINTS = {
+    "ORDER BY": "a stream is in time order; sort a query's output outside",
+    "LIMIT": "a [Rows N] window keeps a stream's last N rows",
+    "OFFSET": "a [Rows N] window keeps a stream's last N rows",
+    "FETCH": "a [Rows N] window keeps a stream's last N rows",
+    "TOP": "a [Rows N] window keeps a stream's last N rows",
+    "LIKE": "text is compared with = <> < <= > >=",
+    "IN": "write a = 1 OR a = 2",
+    "BETWEEN": "write a >= low AND a <= high",
+    "IS": "inputs are never NULL; x = x is false exactly when x is NULL",
+    "JOIN": "list the inputs in FROM and join them in WHERE: FROM a [Now], b [Range 5 s] WHERE a.k = b.k",
+    "INTERSECT": "the set operations are UNION, UNION ALL and EXCEPT",
+    "WITH": "register the subquery with REGISTER QUERY name AS ... and read it by name",
+    "INSERT": "inputs are REGISTER STREAM or REGISTER RELATION, queries REGISTER QUERY",
+    "DISTINCT": "DISTINCT applies to a whole SELECT",
+}
+_JOIN_KINDS = ("inner", "left", "right", "full", "outer", "cross", "natural")
+# Tokens that end a value and tokens that start one.
+_VALUE_END = {"NAME", "INT", "DECIMAL", "STRING", "RPAR", "RSQB"}
+_VALUE_START = {"NAME", "INT", "DECIMAL", "STRING", "LPAR", "MINUS"}
+
+
+@dataclasses.dataclass(frozen=True)
+class UnsupportedSql:
+    """A construct of SQL that CQL does not have, where it starts."""
+
+    construct: str
+    position: int
+    line: int
+    column: int
+    hint: str = ""
+
+    def error(self, file: str) -> CqlError:
+        message = f"`{self.construct}` is not supported in CQL" + (f" ({self.hint})" if self.hint else "")
+        return CqlError(message, self.line, self.column, file)
+
+
+def unsupported_sql(text: str) -> list[UnsupportedSql]:
+    """Where ``text`` uses SQL that CQL does not have (ORDER BY, LIMIT,
+    LIKE, IN, BETWEEN, IS NULL, JOIN ... ON, INTERSECT, WITH, CAST, ...), in
+    text order. These words are no keywords (a column may be called
+    ``limit``): a construct is recognised by its neighbours, in places
+    where no CQL could have them."""
+    tokens: list[Token] = []
+    with contextlib.suppress(UnexpectedInput):  # a bad character: the parser says where
+        tokens.extend(_lark().lex(text))
+
+    def kind(i: int) -> str:
+        return tokens[i].type if 0 <= i < len(tokens) else "$END"
+
+    def word(i: int) -> str:
+        return str(tokens[i]).lower() if kind(i) == "NAME" else ""
+
+    found: list[UnsupportedSql] = []
+
+    def add(first: int, construct: str, hint: str = "") -> None:
+        t = tokens[first]
+        hint = _HINTS.get(hint or construct.removeprefix("NOT ").split()[0], "")
+        found.append(UnsupportedSql(construct, t.start_pos or 0, t.line or 1, t.column or 1, hint))
+
+    for i in range(len(tokens)):
+        w, after_value = word(i), kind(i - 1) in _VALUE_END
+        if kind(i) == "NOT" and after_value and word(i + 1) in ("like", "ilike", "in", "between"):
+            add(i, f"NOT {word(i + 1).upper()}")
+        elif kind(i) == "DISTINCT" and kind(i - 1) == "LPAR" and word(i - 2) in ast.AGGREGATES:
+            add(i - 2, f"{word(i - 2).upper()}(DISTINCT ...)", "DISTINCT")
+        elif w == "order" and kind(i + 1) == "_BY":
+            add(i, "ORDER BY")
+        elif w in ("limit", "offset") and kind(i + 1) == "INT":
+            add(i, w.upper())
+        elif w == "fetch" and word(i + 1) in ("first", "next"):
+            add(i, f"FETCH {word(i + 1).upper()}")
+        elif w == "top" and kind(i - 1) in ("_SELECT", "DISTINCT") and kind(i + 1) == "INT":
+            add(i, "TOP")
+        elif w in ("like", "ilike", "between") and after_value and kind(i + 1) in _VALUE_START:
+            add(i, w.upper())
+        elif w == "in" and after_value and kind(i + 1) == "LPAR":
+            add(i, "IN")
+        elif w == "is" and after_value and "null" in (word(i + 1), kind(i + 1) == "NOT" and word(i + 2)):
+            add(i, "IS NOT NULL" if kind(i + 1) == "NOT" else "IS NULL")
+        elif w == "join" and kind(i + 1) in ("NAME", "LPAR"):
+            first = i
+            while word(first - 1) in _JOIN_KINDS:
+                first -= 1
+            if kind(first - 1) in _VALUE_END:
+                add(first, " ".join(str(t).upper() for t in tokens[first : i + 1]), "JOIN")
+        elif w == "intersect" and after_value and kind(i + 1) in ("_SELECT", "LPAR", "ALL"):
+            add(i, "INTERSECT")
+        elif w == "with" and kind(i + 1) == "NAME" and kind(i + 2) == "_AS" and kind(i + 3) == "LPAR":
+            add(i, "WITH")
+        elif w in ("cast", "exists") and kind(i + 1) == "LPAR":
+            add(i, w.upper())
+        elif (
+            (w == "insert" and word(i + 1) == "into")
+            or (w == "delete" and kind(i + 1) == "_FROM")
+            or (w == "update" and kind(i + 1) == "NAME" and word(i + 2) == "set")
+            or (w == "create" and word(i + 1) in ("table", "view", "stream", "index"))
+        ):
+            construct = f"{w.upper()} {str(tokens[i + 1]).upper()}" if w != "update" else "UPDATE ... SET"
+            add(i, construct, "INSERT")
+    return found
 
 
 # ---- tree -> AST ------------------------------------------------------------------

@@ -64,10 +64,9 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from semiactive import config as config_mod
-    from semiactive.topology import describe, resolve
+    from semiactive.launcher.check import check_config
 
-    print(describe(resolve(config_mod.load(args.config))))
+    print(check_config(args.config))
     return 0
 
 

@@ -43,7 +43,7 @@ def _solve(args: argparse.Namespace) -> int:
 
     method: str = args.method
     network = load_network(args.topology)
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, network)
     problem = problem_for(plan, network)
     chosen = solve(problem, method)
     optimum = chosen if method == "exact" else solve(problem, "exact")

@@ -2,7 +2,8 @@
 
 Reads a file of ``CREATE ... MASTER ...`` queries and one CSV or JSON Lines
 file per stream (a ``ts`` column, non-decreasing; the other columns are the
-stream's, typed int, float or text as they parse), runs them with one of
+stream's: those its ``REGISTER STREAM`` declares, of those types, or else
+every column, typed int, float or text as they parse), runs them with one of
 the methods of :class:`semiactive.mqo.executor.Method` and writes ``DIR/<query>.jsonl``
 (one object per result: ``ts`` is the master arrival, columns qualified as
 ``Quote.name``), ``DIR/clusters.jsonl`` (every (re)clustering) and
@@ -14,7 +15,6 @@ arrival log of the first ``--log-period`` ticks of the input.
 
 from __future__ import annotations
 
-import csv
 import gc
 import json
 import sys
@@ -29,10 +29,12 @@ import numpy as np
 
 from semiactive.mqo.clocks import Clock, daily_clock, parse_clock
 from semiactive.mqo.executor import Method, MqoError, SharedExecutor
-from semiactive.mqo.query import ContinuousQuery, parse_queries
+from semiactive.mqo.nodes import NEVER
+from semiactive.mqo.query import ContinuousQuery, QueryFile, StreamDeclaration, parse_query_file
 from semiactive.mqo.relations import Row
 from semiactive.mqo.similarity import ArrivalLog
-from semiactive.node.connectors.sources import SourceDataError
+from semiactive.node.connectors.sources import EXTRA_FIELDS, SourceDataError, csv_reader, read_rows
+from semiactive.node.cql import plan
 
 RESERVED = {"clusters"}
 Change = tuple[int, ContinuousQuery | str]
@@ -86,24 +88,33 @@ def _typed(text: str) -> int | float | str:
     return text
 
 
-def read_stream(name: str, path: Path) -> Stream:
-    """A stream file: CSV with a header, or JSON Lines; ``ts`` non-decreasing."""
+def read_stream(name: str, path: Path, declared: StreamDeclaration | None = None) -> Stream:
+    """A stream file: CSV with a header, or JSON Lines; ``ts`` non-decreasing.
+    A ``declared`` stream has the declared columns (others in the file are
+    ignored), each value checked against its type as ``query run`` does."""
+    if declared is not None:
+        rows: list[Row] = []
+        for ts, seq, _sign, *values in read_rows(path, declared.schema, plan.Kind.STREAM):
+            if ts < 0:
+                raise SourceDataError(f"{path}: row {seq}: ts {ts} is negative; expected ticks from 0")
+            rows.append((ts, seq, *values))
+        return Stream(name, [c.name for c in declared.columns], rows)
     try:
         handle = path.open(newline="")
     except OSError as exc:
         raise SourceDataError(f"{path}: cannot open: {exc.strerror}") from None
-    rows: list[Row] = []
+    rows = []
     columns: list[str] = []
     with handle:
         records: Iterator[tuple[int, Mapping[str, Any]]]
         if path.suffix in (".jsonl", ".json", ".ndjson"):
             records = ((n, _json(path, n, line)) for n, line in enumerate(handle, 1) if line.strip())
         else:
-            reader = csv.DictReader(handle)
+            reader = csv_reader(handle)
             columns = [c for c in reader.fieldnames or [] if c != "ts"]
             if "ts" not in (reader.fieldnames or []):
                 raise SourceDataError(f"{path}:1: no ts column in the header")
-            records = ((reader.line_num, {k: _typed(v) for k, v in r.items()}) for r in reader)
+            records = ((reader.line_num, _csv_record(path, reader.line_num, r)) for r in reader)
         last = None
         for line, record in records:
             if not columns and not rows:
@@ -122,6 +133,14 @@ def read_stream(name: str, path: Path) -> Stream:
     return Stream(name, columns, rows)
 
 
+def _csv_record(path: Path, line: int, row: Mapping[str, Any]) -> dict[str, Any]:
+    if EXTRA_FIELDS in row:
+        raise SourceDataError(f"{path}:{line}: more fields than the header has ({len(row) - 1})")
+    if any(v is None for v in row.values()):
+        raise SourceDataError(f"{path}:{line}: fewer fields than the header has ({len(row)})")
+    return {k: _typed(v) for k, v in row.items()}
+
+
 def _json(path: Path, line: int, text: str) -> dict[str, Any]:
     try:
         record = json.loads(text)
@@ -133,16 +152,24 @@ def _json(path: Path, line: int, text: str) -> dict[str, Any]:
 
 
 def clocks_for(
-    queries: Sequence[ContinuousQuery], streams: Mapping[str, Stream], specs: Sequence[str]
+    queries: Sequence[ContinuousQuery],
+    streams: Mapping[str, Stream],
+    specs: Sequence[str],
+    declared: Mapping[str, Clock] | None = None,
 ) -> dict[str, Clock]:
-    clocks = {c.name: c for c in map(parse_clock, specs)}
+    """The clocks the queries' masters name: ``declared`` (REGISTER CLOCK),
+    ``--clock`` specs (which replace a declared clock of the same name) and
+    the daily ``Clock_H``."""
+    clocks = dict(declared or {})
+    clocks.update({c.name: c for c in map(parse_clock, specs)})
     for q in queries:
         for m in q.masters:
             if m not in streams and m not in clocks:
                 daily = daily_clock(m)
                 if daily is None:
                     raise MqoError(
-                        f"query {q.name}: master {m!r} is no --stream, no --clock and no Clock_H (H = 0..23)"
+                        f"query {q.name}: master {m!r} is no --stream, no clock (REGISTER CLOCK or --clock) "
+                        "and no Clock_H (H = 0..23)"
                     )
                 clocks[m] = daily
     return clocks
@@ -283,18 +310,27 @@ def write_outputs(result: RunResult, out: Path, params: Mapping[str, Any]) -> No
     out.mkdir(parents=True, exist_ok=True)
     with (out / "clusters.jsonl").open("w") as f:
         for h in result.executor.history:
-            f.write(json.dumps(asdict(h), separators=(",", ":")) + "\n")
+            # Clusters formed before the first instant (at start, or a query
+            # added before it) have no instant: null, not the executor's
+            # "before any time" sentinel.
+            record = {**asdict(h), "at": None if h.at == NEVER else h.at}
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
     stats = {"params": dict(params), **result.summary(), "per_unit": [asdict(u) for u in result.units]}
     (out / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
 
 
 def load_queries(path: str) -> list[ContinuousQuery]:
+    return list(load_query_file(path).queries)
+
+
+def load_query_file(path: str) -> QueryFile:
+    """A file of queries (``-``: standard input) with its declarations."""
     text = sys.stdin.read() if path == "-" else _read_text(Path(path))
-    queries = parse_queries(text, "<stdin>" if path == "-" else path)
-    for q in queries:
+    loaded = parse_query_file(text, "<stdin>" if path == "-" else path)
+    for q in loaded.queries:
         if q.name in RESERVED:
             raise MqoError(f"{path}: query name {q.name!r} is reserved (it names an output file)")
-    return queries
+    return loaded
 
 
 def _read_text(path: Path) -> str:
@@ -331,13 +367,16 @@ def main(
     remove: Sequence[str],
     err: IO[str] = sys.stderr,
 ) -> int:
-    queries = load_queries(query_file)
+    loaded = load_query_file(query_file)
+    queries = list(loaded.queries)
     streams: dict[str, Stream] = {}
     for spec in stream_specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise SourceDataError(f"--stream {spec!r}: expected NAME=FILE")
-        streams[name] = read_stream(name, Path(path))
+        if name in loaded.clocks:
+            raise MqoError(f"--stream {spec!r}: {name} is a clock (REGISTER CLOCK in {loaded.file})")
+        streams[name] = read_stream(name, Path(path), loaded.streams.get(name))
     if unit <= 0 or log_period <= 0 or (recluster_every is not None and recluster_every <= 0):
         raise MqoError("--unit, --log-period and --recluster-every must be positive")
     changes: list[Change] = []
@@ -348,7 +387,15 @@ def main(
         at, name = _timed(spec, "--remove")
         changes.append((at, name))
     later = [q for _, q in changes if isinstance(q, ContinuousQuery)]
-    clocks = clocks_for([*queries, *later], streams, clock_specs)
+    for q in [*queries, *later]:
+        for name in (*q.sources, *q.masters):
+            declared = loaded.streams.get(name)
+            if declared is not None and name not in streams:
+                raise MqoError(
+                    f"query {q.name}: stream {name} is declared ({loaded.file}:{declared.line}) "
+                    f"but has no data: give --stream {name}=FILE"
+                )
+    clocks = clocks_for([*queries, *later], streams, clock_specs, loaded.clocks)
 
     files = ResultFiles(out)
     files.start([q.name for q in [*queries, *later]])

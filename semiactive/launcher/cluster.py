@@ -44,14 +44,12 @@ from semiactive import topology as topology_mod
 from semiactive.admin.certificates import identities, issue_cluster
 from semiactive.errors import UserError
 from semiactive.launcher import manifest
+from semiactive.launcher.check import check_source_files
 from semiactive.launcher.faults import Fault, parse_faults
 from semiactive.launcher.measurements import RunReport, analyse
 from semiactive.launcher.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from semiactive.launcher.ports import PortAllocator, port_in_use
 from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
-from semiactive.node.connectors.replay_clock import ReplayClock
-from semiactive.node.connectors.sources import SourceDataError, read_rows
-from semiactive.node.cql import plan
 from semiactive.oracle.verify import check_run
 from semiactive.runtime.events import EventLog
 from semiactive.runtime.network import GRPC_OPTIONS
@@ -149,7 +147,6 @@ class Cluster:
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
         self.programs = topology_mod.programs_fingerprint(self.topology)
-        self.replay_s: dict[str, float] = {}
         self.check_files()
         self.run_dir = run_dir
         self.processes: dict[str, Process] = {}
@@ -165,25 +162,11 @@ class Cluster:
         self.security = Security.insecure(ADMIN)
 
     def check_files(self) -> None:
-        """Read every file source's data once before anything starts: a bad
-        file is a usage error naming file and line, not a run that emits
-        nothing (the source would only log it). Each one's replay length
-        (seconds from t0 to its last row) goes to :attr:`replay_s`."""
-        for i, src in enumerate(self.topology.config.sources):
-            stage = self.topology.stages[src.name]
-            if stage.source is None or stage.source.kind != "file" or stage.schema is None:
-                continue
-            assert stage.source.path is not None
-            first = last = None
-            try:
-                for row in read_rows(stage.source.path, stage.schema, plan.Kind.STREAM):
-                    first = row[0] if first is None else first
-                    last = row[0]
-            except SourceDataError as exc:
-                raise self.loaded.error(str(exc), "sources", i, "path") from None
-            replay = ReplayClock(src.speed, [(st.from_s * 1000, st.speed) for st in src.speed_steps])
-            span = 0 if first is None or last is None else last - first
-            self.replay_s[src.name] = replay.wall_ms(span) / 1000
+        """Read every file source's data once before anything starts
+        (:func:`semiactive.launcher.check.check_source_files`, what
+        ``cluster check`` does too); each one's replay length goes to
+        :attr:`replay_s`."""
+        self.replay_s = check_source_files(self.loaded, self.topology)
 
     def runs_until_files_end(self) -> bool:
         """Whether every source is a file: then a run may last as long as they."""

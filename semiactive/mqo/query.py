@@ -7,15 +7,23 @@ ticks (milliseconds everywhere in semiactive): ``WINDOW SIZE 4`` is 4 ticks,
 ``WINDOW SIZE 4 * second`` is 4000. Without WINDOW SIZE the window is
 unbounded. docs/mqo.md maps each form to CQL.
 
+A file may also declare, as CQL files do, a stream's columns (``REGISTER
+STREAM Quote (name char(8), price integer)``: the queries' references to
+it and the comparisons of its columns with constants are checked here, its
+data against the types where it is read) and clocks (``REGISTER CLOCK C3
+PERIOD 10 * second PHASE 3 * second``): :func:`parse_query_file`.
+
 Errors are :class:`~semiactive.node.cql.errors.CqlError`: file, line and column.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+from semiactive.mqo.clocks import Clock, daily_clock
+from semiactive.node.cql import plan
 from semiactive.node.cql.errors import CqlError
 
 TIME_UNITS_MS = {
@@ -34,6 +42,7 @@ TIME_UNITS_MS = {
     "days": 86_400_000,
 }
 COMPARATORS = ("=", "!=", "<>", "<", "<=", ">", ">=")
+TYPES = {"integer": plan.INTEGER, "int": plan.INTEGER, "float": plan.FLOAT, "byte": plan.BYTE}
 KEYWORDS = {"create", "master", "window", "size", "select", "from", "where", "and"}
 MAX_NAME = 128
 
@@ -101,12 +110,43 @@ class ContinuousQuery:
         return tuple(c for c in self.where if len(c.sources) < 2)
 
 
+@dataclass(frozen=True)
+class StreamDeclaration:
+    """``REGISTER STREAM name (column type, ...)``: a stream's value columns
+    (``ts`` is every stream's) and where the declaration is."""
+
+    name: str
+    columns: tuple[plan.Column, ...]
+    line: int = 0
+    column: int = 0
+
+    @property
+    def schema(self) -> plan.Schema:
+        return plan.Schema(self.columns)
+
+    def type_of(self, column: str) -> plan.SqlType | None:
+        if column == "ts":
+            return plan.INTEGER
+        return next((c.type for c in self.columns if c.name == column), None)
+
+
+@dataclass(frozen=True)
+class QueryFile:
+    """What a file of queries holds: the queries, the streams it declares and
+    its clocks (``REGISTER CLOCK``)."""
+
+    queries: tuple[ContinuousQuery, ...]
+    streams: Mapping[str, StreamDeclaration] = field(default_factory=dict)
+    clocks: Mapping[str, Clock] = field(default_factory=dict)
+    file: str = "<queries>"
+
+
 _TOKEN = re.compile(
     r"""(?P<space>\s+|--[^\n]*)
       |(?P<number>\d+(?:\.\d+)?)
       |(?P<string>'(?:[^']|'')*')
       |(?P<name>[A-Za-z_][A-Za-z0-9_]*)
-      |(?P<op><=|>=|<>|!=|[=<>*,.;])""",
+      |(?P<op><=|>=|<>|!=|[=<>*,.;()])""",
     re.VERBOSE,
 )
 
@@ -185,31 +225,136 @@ class _Parser:
         return token.text
 
     def names(self, what: str) -> list[str]:
-        out = [self.name(what)]
+        return [name for name, _ in self.named(what)]
+
+    def named(self, what: str) -> list[tuple[str, _Token]]:
+        token = self.peek()
+        out = [(self.name(what), token)]
         while self.at(","):
             self.take()
-            out.append(self.name(what))
-        return out
+            token = self.peek()
+            out.append((self.name(what), token))
+        return out  # type: ignore[return-value]
 
     def statements(self) -> list[ContinuousQuery]:
         queries: list[ContinuousQuery] = []
+        # Per query, for the checks against the declarations: its sources
+        # and column references with their tokens, its comparisons.
+        self.uses: list[tuple[ContinuousQuery, list[tuple[str, _Token]], list[tuple[Column, _Token]]]] = []
+        self.compared: list[tuple[Comparison, _Token]] = []
+        self.streams: dict[str, tuple[StreamDeclaration, _Token]] = {}
+        self.clocks: dict[str, tuple[Clock, _Token]] = {}
         while self.peek() is not None:
             if self.at(";"):
                 self.take()
-                continue
-            queries.append(self.statement())
+            elif self.at("register"):
+                self.declaration()
+            elif self.at("create"):
+                queries.append(self.statement())
+            else:
+                token = self.peek()
+                assert token is not None
+                raise self.error(
+                    f"expected CREATE (a query) or REGISTER STREAM / REGISTER CLOCK (a declaration), "
+                    f"found {token.text!r}"
+                )
         return queries
+
+    # -- declarations
+
+    def declaration(self) -> None:
+        self.expect("register")
+        token = self.peek()
+        if self.at("stream"):
+            self.take()
+            name_token = self.peek()
+            name = self.name("a stream name")
+            self.expect("(")
+            columns = [self.column_declaration()]
+            while self.at(","):
+                self.take()
+                columns.append(self.column_declaration())
+            self.expect(")")
+            for i, (column, at) in enumerate(columns):
+                if column.name in [c.name for c, _ in columns[:i]]:
+                    raise self.error(f"column {column.name!r} is declared twice", at)
+            assert name_token is not None
+            if name in self.streams or name in self.clocks:
+                raise self.error(f"{name!r} is declared twice", name_token)
+            declared = StreamDeclaration(
+                name, tuple(c for c, _ in columns), name_token.line, name_token.column
+            )
+            self.streams[name] = (declared, name_token)
+        elif self.at("clock"):
+            self.take()
+            name_token = self.peek()
+            name = self.name("a clock name")
+            assert name_token is not None
+            if name in self.streams or name in self.clocks:
+                raise self.error(f"{name!r} is declared twice", name_token)
+            if daily_clock(name) is not None:
+                raise self.error(
+                    f"{name} is built in (every day at {name[6:]}:00); give another name", name_token
+                )
+            self.expect("period")
+            period = self.duration("a clock period")
+            phase = 0
+            if self.at("phase"):
+                self.take()
+                phase_token = self.peek()
+                phase = self.duration("a clock phase", allow_zero=True)
+                if phase >= period:
+                    raise self.error(f"phase {phase} must be less than the period {period} (ms)", phase_token)
+            self.clocks[name] = (Clock(name, period, phase), name_token)
+        elif self.at("relation"):
+            raise self.error("MQO queries read streams: REGISTER RELATION is not supported here")
+        elif self.at("query"):
+            raise self.error(
+                "REGISTER QUERY is CQL (semiactive query run); an MQO query is CREATE name MASTER ..."
+            )
+        else:
+            found = f"{token.text!r}" if token else "the end of the text"
+            raise self.error(f"expected STREAM or CLOCK after REGISTER, found {found}")
+
+    def column_declaration(self) -> tuple[plan.Column, _Token]:
+        token = self.peek()
+        name = self.name("a column name")
+        assert token is not None
+        if name.lower() == "ts":
+            raise self.error("ts is every stream's timestamp: declare the other columns", token)
+        type_token = self.peek()
+        if type_token is None or type_token.kind != "name":
+            found = f"{type_token.text!r}" if type_token else "the end of the text"
+            raise self.error(f"expected a type (integer, int, float, byte or char(n)), found {found}")
+        self.take()
+        if type_token.word == "char":
+            if not self.at("("):
+                raise self.error("type char needs a length, e.g. char(10)", type_token)
+            self.take()
+            length = self.peek()
+            if length is None or length.kind != "number" or not length.text.isdigit() or int(length.text) < 1:
+                raise self.error("char length must be a whole number, at least 1")
+            self.take()
+            self.expect(")")
+            return plan.Column(name, plan.char(int(length.text))), token
+        if type_token.word not in TYPES:
+            raise self.error(
+                f"unknown type {type_token.text!r}; expected integer, int, float, byte or char(n)", type_token
+            )
+        return plan.Column(name, TYPES[type_token.word]), token
+
+    # -- queries
 
     def statement(self) -> ContinuousQuery:
         start = self.expect("create")
         name = self.name("a query name")
         self.expect("master")
-        masters = self.names("a master stream")
+        masters = self.named("a master stream")
         window = None
         if self.at("window"):
             self.take()
             self.expect("size")
-            window = self.duration()
+            window = self.duration("a window size")
         self.expect("select")
         star = self.at("*")
         raw_select: list[tuple[str | None, str, _Token]] = []
@@ -222,7 +367,8 @@ class _Parser:
                 raw_select.append(self.column_ref())
         self.expect("from")
         from_token = self.peek()
-        sources = self.names("a source stream")
+        named_sources = self.named("a source stream")
+        sources = [s for s, _ in named_sources]
         for i, s in enumerate(sources):
             if s in sources[:i]:
                 raise self.error(
@@ -236,7 +382,7 @@ class _Parser:
                 self.take()
                 raw_where.append(self.comparison())
         end = self.peek()
-        if end is not None and not self.at(";", "create"):
+        if end is not None and not self.at(";", "create", "register"):
             raise self.error(f"expected AND, ';' or the next CREATE, found {end.text!r}")
         stop = len(self.text) if end is None else self._offset(end)
         text = self.text[self._offset(start) : stop].strip().rstrip(";").strip()
@@ -259,13 +405,23 @@ class _Parser:
             if not c.sources:
                 raise self.error(f"{c}: compares two constants", token)
         select = None if star else tuple(column(r) for r in raw_select)
-        return ContinuousQuery(name, tuple(masters), window, tuple(sources), where, select, text)
+        query = ContinuousQuery(
+            name, tuple(m for m, _ in masters), window, tuple(sources), where, select, text
+        )
+        refs = [(column(r), r[2]) for r in raw_select]
+        for a, _, b, token in raw_where:
+            for o in (a, b):
+                if not isinstance(o, Literal):
+                    refs.append((column(o), token))  # type: ignore[arg-type]
+        self.uses.append((query, [*named_sources, *masters], refs))
+        self.compared += [(c, token) for c, (_, _, _, token) in zip(where, raw_where, strict=True)]
+        return query
 
     def _offset(self, token: _Token) -> int:
         lines = self.text.split("\n")
         return sum(len(x) + 1 for x in lines[: token.line - 1]) + token.column - 1
 
-    def duration(self) -> int:
+    def duration(self, what: str, allow_zero: bool = False) -> int:
         token = self.peek()
         value: float | None = None
         unit = 1
@@ -283,11 +439,14 @@ class _Parser:
             value = float(self.take().text)
         else:
             raise self.error(
-                "expected a window size: N, N * unit or unit * N (units: ms, second, minute, hour, day)"
+                f"expected {what}: N, N * unit or unit * N (units: ms, second, minute, hour, day)"
             )
         ticks = value * unit
-        if ticks != int(ticks) or ticks <= 0:
-            raise self.error(f"window size {ticks:g}: must be a positive whole number of ticks (ms)", token)
+        if ticks != int(ticks) or ticks < 0 or (ticks == 0 and not allow_zero):
+            kind = "non-negative" if allow_zero else "positive"
+            raise self.error(
+                f"{what.split(' ', 1)[1]} {ticks:g}: must be a {kind} whole number of ticks (ms)", token
+            )
         return int(ticks)
 
     def unit(self) -> int:
@@ -325,16 +484,65 @@ class _Parser:
             return Literal(token.text[1:-1].replace("''", "'"))
         return self.column_ref()
 
+    # -- checks against the declarations
+
+    def check(self, queries: list[ContinuousQuery]) -> None:
+        streams = {name: d for name, (d, _) in self.streams.items()}
+        for query, names, refs in self.uses:
+            for name, token in names[: len(query.sources)]:
+                if name in self.clocks:
+                    raise self.error(
+                        f"{name} is a clock: it has no rows to read, it can only be a MASTER", token
+                    )
+            for col, token in refs:
+                declared = streams.get(col.source)
+                if declared is not None and declared.type_of(col.name) is None:
+                    known = ", ".join(c.name for c in declared.columns)
+                    raise self.error(
+                        f"{col}: {col.source} has no column {col.name!r} (REGISTER STREAM {col.source} "
+                        f"at line {declared.line}: ts, {known})",
+                        token,
+                    )
+        for c, token in self.compared:
+            types = [self.type_of(o, streams) for o in (c.left, c.right)]
+            if None not in types and types[0] != types[1]:
+                raise self.error(f"{c}: compares {types[0]} with {types[1]}, which never holds", token)
+        seen: set[str] = set()
+        for q in queries:
+            if q.name in seen:
+                raise CqlError(f"query {q.name!r} is defined twice", 1, 1, self.file)
+            seen.add(q.name)
+
+    @staticmethod
+    def type_of(operand: Operand, streams: Mapping[str, StreamDeclaration]) -> str | None:
+        """ "number" or "text" when known: a constant's, a declared column's."""
+        if isinstance(operand, Literal):
+            return "text" if isinstance(operand.value, str) else "number"
+        declared = streams.get(operand.source)
+        sql_type = declared.type_of(operand.name) if declared is not None else None
+        if sql_type is None:
+            return None
+        return "number" if sql_type.is_numeric else "text"
+
+
+def parse_query_file(text: str, file: str = "<queries>") -> QueryFile:
+    """The queries of ``text`` (names unique), its stream declarations
+    (checked against the queries) and its clocks."""
+    parser = _Parser(text, file)
+    queries = parser.statements()
+    parser.check(queries)
+    return QueryFile(
+        tuple(queries),
+        {name: d for name, (d, _) in parser.streams.items()},
+        {name: c for name, (c, _) in parser.clocks.items()},
+        file,
+    )
+
 
 def parse_queries(text: str, file: str = "<queries>") -> list[ContinuousQuery]:
-    """Every ``CREATE`` statement of ``text``; names must be unique."""
-    queries = _Parser(text, file).statements()
-    seen: set[str] = set()
-    for q in queries:
-        if q.name in seen:
-            raise CqlError(f"query {q.name!r} is defined twice", 1, 1, file)
-        seen.add(q.name)
-    return queries
+    """Every ``CREATE`` statement of ``text``; names must be unique. The
+    file's declarations are checked (:func:`parse_query_file` gives them)."""
+    return list(parse_query_file(text, file).queries)
 
 
 def parse_query(text: str, file: str = "<query>") -> ContinuousQuery:

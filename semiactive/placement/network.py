@@ -37,10 +37,14 @@ class Link:
 class Network:
     """Named nodes, undirected links, and all-pairs shortest-path latencies.
 
+    A node is known by its name and by its id in the topology file (``ids``,
+    the names themselves when not given): :meth:`node` takes either.
     ``placeable[n]`` is False for a node operators may not go to (the
     seed's dummy source stands on one such node)."""
 
-    def __init__(self, name: str, nodes: Sequence[str], links: Sequence[Link]) -> None:
+    def __init__(
+        self, name: str, nodes: Sequence[str], links: Sequence[Link], ids: Sequence[str] | None = None
+    ) -> None:
         if len(set(nodes)) != len(nodes):
             dup = sorted({n for n in nodes if list(nodes).count(n) > 1})[0]
             raise NetworkError(f"{name}: node {dup!r} appears twice")
@@ -49,6 +53,10 @@ class Network:
         self.name = name
         self.nodes = list(nodes)
         self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.ids = list(nodes) if ids is None else list(ids)
+        if len(self.ids) != len(self.nodes):
+            raise NetworkError(f"{name}: {len(self.ids)} ids for {len(self.nodes)} nodes")
+        self.id_index = {n: i for i, n in enumerate(self.ids)}
         self.links = list(links)
         size = len(self.nodes)
         weights: dict[tuple[int, int], float] = {}
@@ -82,10 +90,24 @@ class Network:
         return len(self.nodes)
 
     def node(self, name: str) -> int:
-        try:
-            return self.index[name]
-        except KeyError:
-            raise NetworkError(f"{self.name} has no node {name!r}") from None
+        """The index of the node of this name or, failing that, this id."""
+        found = self.find(name)
+        if found is None:
+            raise NetworkError(self.not_found(name))
+        return found
+
+    def find(self, name: str) -> int | None:
+        index = self.index.get(name)
+        return self.id_index.get(name) if index is None else index
+
+    def not_found(self, name: str, shown: int = 8) -> str:
+        """Why ``name`` names no node: neither a name nor an id, and some that are."""
+        nodes = [n if n == i else f"{n} (id {i})" for n, i in zip(self.nodes, self.ids, strict=True)]
+        more = f", ... ({len(nodes)} in all)" if len(nodes) > shown else ""
+        return (
+            f"{name!r} is neither the name nor the id of a node of {self.name} "
+            f"(nodes: {', '.join(nodes[:shown])}{more})"
+        )
 
     def path(self, a: int, b: int) -> list[tuple[int, int]]:
         """The links (node pairs, in order) of the shortest path from a to b."""
@@ -113,6 +135,8 @@ class Network:
         other.name = self.name
         other.nodes = [*self.nodes, name]
         other.index = {n: i for i, n in enumerate(other.nodes)}
+        other.ids = [*self.ids, name]
+        other.id_index = {n: i for i, n in enumerate(other.ids)}
         other.links = list(self.links)
         size = len(other.nodes)
         other.latency_ms = np.full((size, size), mean)
@@ -167,7 +191,7 @@ def from_node_link(data: Mapping[str, Any], name: str) -> Network:
             raise NetworkError(f"{name}: edges[{i}]: the latency is not a number")
         # A zero-length link (two sites in one city) still takes a little time.
         links.append(Link(a, b, float(latency) or 0.001))
-    network = Network(name, names, links)
+    network = Network(name, names, links, [_key(node["id"]) for node in nodes_data])
     graph = data.get("graph")
     if isinstance(graph, Mapping) and isinstance(graph.get("name"), str):
         network.title = graph["name"]

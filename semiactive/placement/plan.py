@@ -19,7 +19,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from semiactive.config import ConfigError, locate_field, read_yaml, validate_model
+from semiactive.config import ConfigError, TopologyNode, locate_field, read_yaml, validate_model
+from semiactive.placement.network import Network
 
 DUMMY = "(dummy)"  # a name no topology node has
 
@@ -178,7 +179,7 @@ class _Model(BaseModel):
 
 class _OperatorModel(_Model):
     name: Annotated[str, Field(min_length=1, max_length=200)]
-    pinned: str | None = None
+    pinned: TopologyNode | None = None  # a node's name or id
     assign: bool = False
     rate: Annotated[float, Field(ge=0)] | None = None
 
@@ -203,15 +204,27 @@ def plan_from_model(model: PlanFile) -> OperatorPlan:
     )
 
 
-def load_plan(path: str | Path) -> OperatorPlan:
-    """Read and check a plan file; errors name the file, line and field."""
+def load_plan(path: str | Path, network: Network | None = None) -> OperatorPlan:
+    """Read and check a plan file; errors name the file, line and field.
+    Given the ``network``, every ``pinned`` must be one of its nodes, by
+    name or by id."""
     data, lines = read_yaml(path, what="plan")
     model = validate_model(PlanFile, data, path, lines)
     try:
-        return plan_from_model(model)
+        plan = plan_from_model(model)
+        if network is not None:
+            check_pins(plan, network)
+        return plan
     except PlanError as exc:
         loc = _field_path(exc.field)
         raise PlanError(exc.message, str(path), locate_field(lines, *loc), exc.field) from None
+
+
+def check_pins(plan: OperatorPlan, network: Network) -> None:
+    """Every pinned operator stands on a node of ``network`` (by name or id)."""
+    for i, op in enumerate(plan.operators):
+        if op.pinned is not None and op.pinned != DUMMY and network.find(op.pinned) is None:
+            raise PlanError(network.not_found(op.pinned), field=f"operators[{i}].pinned")
 
 
 def _field_path(dotted: str) -> tuple[Any, ...]:

@@ -46,12 +46,13 @@ class Problem:
             if op.pinned is not None:
                 if op.pinned == DUMMY and DUMMY not in network.index:
                     raise NetworkError(f"operator {op.name!r} is pinned to the dummy source's node")
-                try:
-                    pinned[index[op.name]] = network.node(op.pinned)
-                except NetworkError:
+                node = network.find(op.pinned)
+                if node is None:
                     raise NetworkError(
-                        f"operator {op.name!r} is pinned to {op.pinned!r}, which {network.name} does not have"
-                    ) from None
+                        f"operator {op.name!r} is pinned to a node {network.name} does not have: "
+                        + network.not_found(op.pinned)
+                    )
+                pinned[index[op.name]] = node
         consumers: list[list[int]] = [[] for _ in order]
         inputs: list[list[int]] = [[] for _ in order]
         rate = np.zeros(len(order))

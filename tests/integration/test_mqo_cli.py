@@ -5,6 +5,7 @@ command line, and one-line errors with exit status 2."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from semiactive.embedded.mqo import read_stream
 from semiactive.mqo.clocks import Clock
 from semiactive.mqo.query import Column, parse_queries
 from semiactive.oracle.mqo_reference import reference_results
-from tests.processes import read_jsonl, semiactive
+from tests.processes import ROOT, read_jsonl, semiactive
 
 QUERIES = """\
 CREATE near MASTER M WINDOW SIZE 3 SELECT * FROM Quote, News WHERE Quote.name = News.company
@@ -76,7 +77,8 @@ def test_results_are_the_reference(tmp_path: Path, method: str) -> None:
         assert sorted(got, key=key) == sorted(want, key=key), q.name
         assert want, f"{q.name}: the data should give it results"
     clusters = read_jsonl(out / "clusters.jsonl")
-    assert clusters[0]["reason"] == "start"
+    assert clusters[0]["reason"] == "start" and clusters[0]["at"] is None  # before the first instant
+    assert all(c["at"] >= 0 for c in clusters[1:])
     assert any(c["reason"].startswith("add late") for c in clusters)
     stats = json.loads((out / "stats.json").read_text())
     assert len(stats["per_unit"]) == 4 and stats["results"] == sum(u["results"] for u in stats["per_unit"])
@@ -84,6 +86,14 @@ def test_results_are_the_reference(tmp_path: Path, method: str) -> None:
 
 def _all(source: str, schemas: dict[str, dict[str, int]]) -> list[Column]:
     return [Column(source, c) for c in schemas[source]]
+
+
+def test_stream_files_with_spaces_after_commas(tmp_path: Path) -> None:
+    path = tmp_path / "quote.csv"
+    path.write_text("ts, name, price\n1, abc, 3\n2, d, 4.5\n")
+    stream = read_stream("Quote", path)
+    assert stream.columns == ["name", "price"]
+    assert stream.rows == [(1, 1, "abc", 3), (2, 2, "d", 4.5)]
 
 
 @pytest.mark.parametrize(
@@ -95,6 +105,8 @@ def _all(source: str, schemas: dict[str, dict[str, int]]) -> list[Column]:
         ({"q.cql": "CREATE x MASTER M SELECT * FROM Quote WHERE Quote.nope = 1"}, "no column 'nope'"),
         ({"q.cql": "CREATE x MASTER\n"}, "q.cql:2:"),
         ({"quote.csv": "name,price\nx,1\n"}, "no ts column"),
+        ({"quote.csv": "ts,name,price\n1,x,1\n2,y\n"}, "quote.csv:3: fewer fields"),
+        ({"quote.csv": "ts,name,price\n1,x,1,9\n"}, "quote.csv:2: more fields"),
         ({"quote.csv": "ts,name,price\n5,x,1\n3,y,2\n"}, "quote.csv:3: ts 3 is before"),
         ({"news.jsonl": '{"ts": 1, "company": "a", "title": "t"}\nnot json\n'}, "news.jsonl:2: not JSON"),
     ],
@@ -120,6 +132,72 @@ def test_bad_options(tmp_path: Path) -> None:
             "mqo", "run", str(tmp_path / "q.cql"), *streams, *extra, "--out", str(tmp_path / "o")
         )
         assert done.returncode == 2 and needle in done.stderr, done.stderr
+
+
+def _quickstart() -> list[str]:
+    """The quick-start command, the same in README.md, docs/mqo.md and the
+    example's header."""
+    commands = set()
+    for doc in ("README.md", "docs/mqo.md", "examples/mqo-queries.cql"):
+        for line in (ROOT / doc).read_text().splitlines():
+            if "semiactive mqo run examples/" in line:
+                commands.add(line.strip().removeprefix("--").strip().removeprefix(".venv/bin/"))
+    assert len(commands) == 1, commands
+    return shlex.split(commands.pop())
+
+
+def test_the_quickstart_command_works_as_written(tmp_path: Path) -> None:
+    """One copy-pasteable command: the example's streams and clocks are
+    declared in the queries file, the data is shipped."""
+    command = _quickstart()
+    assert command[:3] == ["semiactive", "mqo", "run"] and "--clock" not in command
+    out = tmp_path / "mqo"
+    command[command.index("--out") + 1] = str(out)
+    done = semiactive(*command[1:])
+    assert done.returncode == 0, done.stderr
+    assert "300 queries, 60 units" in done.stdout, done.stdout
+    clusters = read_jsonl(out / "clusters.jsonl")
+    assert clusters[0]["at"] is None and clusters[0]["reason"] == "start"
+    results = [read_jsonl(out / f"Q{i}.jsonl") for i in range(300)]
+    assert all(results), "every query should have results over the sample data"
+    first = results[0][0]
+    assert set(first) == {"ts", "Quote.ts", "Quote.name", "Quote.price", "News.ts", "News.company", "News.id"}
+    assert first["Quote.name"] == first["News.company"] and first["ts"] % 10_000 == 1000  # Q0 runs on C1
+
+
+def test_declared_streams_and_clocks(tmp_path: Path) -> None:
+    """REGISTER STREAM types the data (and checks it), REGISTER CLOCK needs no
+    --clock; --clock replaces a declared clock."""
+    streams = _files(tmp_path)
+    declared = "REGISTER STREAM Quote (name char(1), price float)\nREGISTER CLOCK Tick PERIOD 10 PHASE 4\n"
+    (tmp_path / "q.cql").write_text(declared + QUERIES)
+    without_tick = streams[: streams.index("--clock")]
+    out = tmp_path / "out"
+    done = semiactive("mqo", "run", str(tmp_path / "q.cql"), *without_tick, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    ticking = read_jsonl(out / "ticking.jsonl")
+    assert ticking and {r["ts"] % 10 for r in ticking} == {4}
+    assert all(isinstance(r["Quote.price"], float) for r in ticking)
+    done = semiactive(
+        "mqo", "run", str(tmp_path / "q.cql"), *without_tick, "--clock", "Tick=10+6", "--out", str(out)
+    )
+    assert done.returncode == 0 and {r["ts"] % 10 for r in read_jsonl(out / "ticking.jsonl")} == {6}
+    for change, needle in (
+        ({"quote.csv": "ts,name,price\n1,a,1\n2,b,lots\n"}, "quote.csv:3: column price: 'lots' is not float"),
+        ({"quote.csv": "ts,name\n1,a\n"}, "quote.csv:1: missing column(s) price in the header"),
+        ({"quote.csv": "ts,name,price\n1,ab,1\n"}, "quote.csv:2: column name: 'ab' is longer than char(1)"),
+    ):
+        for name, text in change.items():
+            (tmp_path / name).write_text(text)
+        done = semiactive("mqo", "run", str(tmp_path / "q.cql"), *without_tick, "--out", str(out))
+        assert done.returncode == 2 and needle in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    no_quote = [a for a in without_tick if not a.startswith("Quote=")]
+    no_quote.remove("--stream")
+    done = semiactive("mqo", "run", str(tmp_path / "q.cql"), *no_quote, "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    assert "stream Quote is declared" in done.stderr and "give --stream Quote=FILE" in done.stderr, (
+        done.stderr
+    )
 
 
 @pytest.mark.slow

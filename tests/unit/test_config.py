@@ -87,6 +87,20 @@ def test_unknown_field_nested(tmp_path: Path) -> None:
     _check(tmp_path, BASE + "hearbeat_ms: 5\n", "hearbeat", "hearbeat_ms", "unknown field 'hearbeat_ms'")
 
 
+def test_a_misspelt_field_is_unknown_not_the_one_meant_missing(tmp_path: Path) -> None:
+    """``streem`` also leaves ``stream`` missing: the typo is the mistake."""
+    text = BASE.replace("    stream: s0\n", "    streem: s0\n")
+    _check(tmp_path, text, "streem", "sources[0].streem", "unknown field 'streem' (did you mean 'stream'?)")
+    text = BASE.replace("    node: node-1\n", "    node: node-1\n    ha: {mode: sas, secondry: n2}\n")
+    _check(tmp_path, text, "secondry", "stages[0].ha.secondry", "(did you mean 'secondary'?)")
+    text = BASE + "endpoints:\n  node-1: {port: 5000, hots: x}\n"
+    _check(tmp_path, text, "hots", "endpoints.node-1.hots", "unknown field 'hots' (did you mean 'host'?)")
+    text = BASE.replace("    stream: s0\n", "    stream: s0\n    shema: {v: integer}\n")
+    _check(tmp_path, text, "shema", "sources[0].shema", "(did you mean 'schema'?)")
+    err = _error(tmp_path, BASE + "zzz: 1\n")
+    assert err.message == "unknown field 'zzz'", str(err)
+
+
 def test_wrong_type(tmp_path: Path) -> None:
     text = BASE.replace("    stream: s0\n", "    stream: s0\n    seed: abc\n")
     _check(tmp_path, text, "seed", "sources[0].seed", "Input should be a valid integer")
@@ -563,3 +577,44 @@ def test_a_stage_may_declare_its_inputs_as_they_are(tmp_path: Path) -> None:
 def test_bad_snapshot_rows_are_refused(tmp_path: Path, settings: str, message: str) -> None:
     assert message in str(_error(tmp_path, BASE + settings))
     assert config.load(_write(tmp_path, BASE + "snapshot_rows: 999\n")).model.snapshot_rows == 999
+
+
+# -- cluster check: what cluster up refuses --------------------------------------------------------
+
+FILE_SOURCE = """\
+name: replay
+sources:
+  - name: replay
+    stream: s0
+    kind: file
+    path: data.csv
+    schema: {val: integer}
+stages:
+  - name: stage-1
+    node: node-1
+    query: |
+      REGISTER QUERY s1 AS
+        SELECT * FROM s0 WHERE val >= 0
+sinks:
+  - name: sink
+    input: s1
+"""
+
+
+def test_cluster_check_reads_file_sources_as_cluster_up_does(tmp_path: Path) -> None:
+    """A missing ``path`` and a bad row (qty=lots) are refused by ``cluster
+    up``; :func:`check_config` (``cluster check``) refuses them the same way."""
+    from semiactive.launcher.check import check_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(FILE_SOURCE)
+    data = tmp_path / "data.csv"
+    with pytest.raises(ConfigError) as info:
+        check_config(path)
+    assert str(info.value) == f"{path}:6: sources[0].path: {data}: cannot open: No such file or directory"
+    data.write_text("ts,val\n0,1\n5,lots\n")
+    with pytest.raises(ConfigError) as info:
+        check_config(path)
+    assert str(info.value) == f"{path}:6: sources[0].path: {data}:3: column val: 'lots' is not integer"
+    data.write_text("ts, val\n0, 1\n5, 2\n")
+    assert check_config(path).startswith(f"replay: {path} is valid")

@@ -445,6 +445,51 @@ def test_malformed_constructs(text: str, line: int, column: int, fragment: str) 
     assert fragment in error.message, error
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "column", "construct"),
+    [
+        ("SELECT * FROM s [Range 1]\nWHERE a = 1\nORDER BY a DESC", 3, 1, "ORDER BY"),
+        ("SELECT * FROM s ORDER BY a", 1, 17, "ORDER BY"),
+        ("SELECT a, COUNT(*) FROM s GROUP BY a ORDER BY a", 1, 38, "ORDER BY"),
+        ("SELECT * FROM s [Now] WHERE c LIKE 'a%'", 1, 31, "LIKE"),
+        ("SELECT * FROM s [Now] WHERE c NOT LIKE 'a%'", 1, 31, "NOT LIKE"),
+        ("SELECT * FROM s [Rows 9] LIMIT 5", 1, 26, "LIMIT"),
+        ("SELECT * FROM s [Rows 9] OFFSET 5", 1, 26, "OFFSET"),
+        ("SELECT * FROM s FETCH FIRST 5 ROWS ONLY", 1, 17, "FETCH FIRST"),
+        ("SELECT TOP 5 * FROM s", 1, 8, "TOP"),
+        ("SELECT * FROM s [Now] WHERE a IN (1, 2)", 1, 31, "IN"),
+        ("SELECT * FROM s [Now] WHERE a NOT IN (1, 2)", 1, 31, "NOT IN"),
+        ("SELECT * FROM s [Now] WHERE a BETWEEN 1 AND 2", 1, 31, "BETWEEN"),
+        ("SELECT * FROM s [Now] WHERE a IS NULL", 1, 31, "IS NULL"),
+        ("SELECT * FROM s [Now] WHERE a IS NOT NULL", 1, 31, "IS NOT NULL"),
+        ("SELECT * FROM s [Now] JOIN t [Now] ON s.a = t.a", 1, 23, "JOIN"),
+        ("SELECT * FROM s x LEFT OUTER JOIN t y ON x.a = y.a", 1, 19, "LEFT OUTER JOIN"),
+        ("SELECT * FROM s [Now] INTERSECT SELECT * FROM t [Now]", 1, 23, "INTERSECT"),
+        ("WITH x AS (SELECT * FROM s) SELECT * FROM x", 1, 1, "WITH"),
+        ("SELECT CAST(a AS float) FROM s", 1, 8, "CAST"),
+        ("SELECT * FROM s [Now] WHERE EXISTS (SELECT * FROM t [Now])", 1, 29, "EXISTS"),
+        ("SELECT COUNT(DISTINCT a) FROM s", 1, 8, "COUNT(DISTINCT ...)"),
+        ("INSERT INTO s VALUES (1, 2)", 1, 1, "INSERT INTO"),
+        ("CREATE TABLE t (a int)", 1, 1, "CREATE TABLE"),
+    ],
+)
+def test_sql_that_cql_lacks_is_named(text: str, line: int, column: int, construct: str) -> None:
+    """Not "unexpected 'BY'": the construct, where it starts (some of them,
+    such as INTERSECT after an alias-like word, would even parse as
+    something else)."""
+    error = syntax_error(text)
+    assert error.message.startswith(f"`{construct}` is not supported in CQL"), error
+    assert (error.line, error.column) == (line, column), error
+
+
+def test_sql_words_stay_identifiers_elsewhere() -> None:
+    """The words are no keywords: columns and aliases may have these names."""
+    select = only_select("SELECT limit, order AS o, is FROM s join WHERE like = 1 AND in > offset")
+    assert [i.alias for i in select.items if isinstance(i, ast.ExprItem)] == [None, "o", None]
+    with pytest.raises(CqlError, match="syntax error: unexpected"):
+        parse("SELECT * FROM s WHERE a = = 1 ORDER BY a")  # the first mistake comes first
+
+
 def test_cql_error_is_picklable_and_has_a_repr() -> None:
     import pickle
 

@@ -96,6 +96,49 @@ def test_located_errors(tmp_path: Path, change: tuple[str, str], needle: str) ->
     assert needle in message, message
 
 
+DECLARED = """\
+REGISTER STREAM Quote (name integer);
+REGISTER STREAM News (company integer, title char(8));
+REGISTER CLOCK C2 PERIOD 2 * second PHASE 1 * second;
+CREATE a MASTER C2 WINDOW SIZE 3 SELECT * FROM Quote, News WHERE Quote.name = News.company
+"""
+
+
+def _with_file(tmp_path: Path, queries: str, clocks: str = "[C1=1000+500]") -> str:
+    (tmp_path / "q.cql").write_text(queries)
+    start = BASE.index("      queries: |")
+    end = BASE.index("      registry:")
+    return BASE[:start] + f"      queries_file: q.cql\n      clocks: {clocks}\n" + BASE[end:]
+
+
+def test_a_queries_file_declares_streams_and_clocks(tmp_path: Path) -> None:
+    """Declared columns are the cluster's streams' (a subset, same types);
+    declared clocks join the stage's clocks."""
+    topo = _load(tmp_path, _with_file(tmp_path, DECLARED))
+    mqo = topo.stages["shared"].mqo
+    assert mqo is not None and set(mqo.clocks) == {"C1", "C2"} and mqo.clocks["C2"].phase == 1000
+    assert _load(tmp_path, _with_file(tmp_path, DECLARED, "[C2=2000+1000]")).stages["shared"].mqo is not None
+    path = tmp_path / "q.cql"
+    for old, new, needle in (
+        (
+            "title char(8)",
+            "title char(9)",
+            f"{path}:2:17: News.title is declared char(9); the stream's is char(8)",
+        ),
+        (
+            "title char(8)",
+            "headline char(8)",
+            f"{path}:2:17: News.headline: the stream News has no column 'headline'",
+        ),
+        ("STREAM Quote", "STREAM Quotes", f"{path}:1:17: Quotes: no such stream in this cluster"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            _load(tmp_path, _with_file(tmp_path, DECLARED.replace(old, new)))
+        assert str(info.value).startswith(needle), str(info.value)
+    message = _error(tmp_path, _with_file(tmp_path, DECLARED, "[C2=2000]"))
+    assert "stages[0].mqo.clocks: clock C2 is declared in the queries (REGISTER CLOCK)" in message, message
+
+
 def test_a_query_error_points_into_the_yaml(tmp_path: Path) -> None:
     text = BASE.replace("CREATE b MASTER Clock_12 SELECT", "CREATE b MASTER Clock_12 SELEC")
     message = _error(tmp_path, text)

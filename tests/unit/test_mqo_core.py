@@ -17,10 +17,20 @@ from hypothesis import strategies as st
 from semiactive.mqo.clocks import HOUR_MS, Clock, ClockError, daily_clock, parse_clock
 from semiactive.mqo.executor import Method, SharedExecutor
 from semiactive.mqo.grouping import base_groups, cluster, may_share_base_group, window_ratio
-from semiactive.mqo.query import Column, Comparison, ContinuousQuery, Literal, parse_queries, parse_query
+from semiactive.mqo.query import (
+    Column,
+    Comparison,
+    ContinuousQuery,
+    Literal,
+    parse_queries,
+    parse_query,
+    parse_query_file,
+)
 from semiactive.mqo.similarity import ArrivalLog, similarity_matrix, usage, use_bitmap
+from semiactive.node.cql import plan
 from semiactive.node.cql.errors import CqlError
 from semiactive.oracle.mqo_reference import reference_results
+from tests.processes import ROOT
 
 TEMPLATE = "SELECT * FROM Quote, News WHERE Quote.name = News.company"
 
@@ -75,6 +85,87 @@ def test_errors_are_located(text: str, line: int, column: int, message: str) -> 
     err = info.value
     assert message in err.message, str(err)
     assert (err.file, err.line, err.column) == ("q.cql", line, column), str(err)
+
+
+def test_register_stream_and_clock_declarations() -> None:
+    """A CQL file's ``REGISTER STREAM`` header is accepted (it was "1:23:
+    unexpected character '('") and declares the stream's columns; ``REGISTER
+    CLOCK`` declares a master clock."""
+    text = """\
+REGISTER STREAM Quote (name char(8), price integer);
+REGISTER STREAM News (company char(8), rate float)
+REGISTER CLOCK C3 PERIOD 10 * second PHASE 3 * second;
+REGISTER CLOCK Tick PERIOD 500
+CREATE a MASTER C3 WINDOW SIZE 4 * second
+  SELECT Quote.ts, News.rate FROM Quote, News WHERE Quote.name = News.company AND Quote.price > 2;
+CREATE b MASTER Tick, Quote SELECT * FROM Quote WHERE Quote.name <> 'x'
+"""
+    loaded = parse_query_file(text, "q.cql")
+    assert [q.name for q in loaded.queries] == ["a", "b"] == [q.name for q in parse_queries(text)]
+    quote = loaded.streams["Quote"]
+    assert [(c.name, str(c.type)) for c in quote.columns] == [("name", "char(8)"), ("price", "integer")]
+    assert (quote.line, quote.column) == (1, 17)
+    assert loaded.streams["News"].type_of("rate") == plan.FLOAT and quote.type_of("ts") == plan.INTEGER
+    assert loaded.clocks == {"C3": Clock("C3", 10_000, 3000), "Tick": Clock("Tick", 500, 0)}
+    assert loaded.queries[0].text.startswith("CREATE a MASTER C3") and loaded.queries[0].text.endswith("> 2")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "message"),
+    [
+        (
+            "REGISTER STREAM Q (a int)\nCREATE q MASTER M SELECT * FROM Q WHERE Q.b = 1",
+            2,
+            41,
+            "Q has no column 'b'",
+        ),
+        (
+            "REGISTER STREAM Q (a int)\nCREATE q MASTER M SELECT Q.ts, Q.x FROM Q",
+            2,
+            32,
+            "Q has no column 'x'",
+        ),
+        (
+            "REGISTER STREAM Q (a int)\nCREATE q MASTER M SELECT * FROM Q WHERE Q.a = 'x'",
+            2,
+            41,
+            "never holds",
+        ),
+        (
+            "REGISTER STREAM Q (a int)\nREGISTER STREAM R (b char(2))\n"
+            "CREATE q MASTER M SELECT * FROM Q, R WHERE Q.a = R.b",
+            3,
+            44,
+            "compares number with text",
+        ),
+        ("REGISTER STREAM Q (a char)", 1, 22, "char needs a length"),
+        ("REGISTER STREAM Q (a text)", 1, 22, "unknown type 'text'"),
+        ("REGISTER STREAM Q (ts int)", 1, 20, "ts is every stream's timestamp"),
+        ("REGISTER STREAM Q (a int, a float)", 1, 27, "declared twice"),
+        ("REGISTER STREAM Q (a int)\nREGISTER CLOCK Q PERIOD 5", 2, 16, "'Q' is declared twice"),
+        ("REGISTER STREAM Q a int", 1, 19, "expected '('"),
+        ("REGISTER CLOCK C PERIOD 5 * second PHASE 5 * second", 1, 42, "less than the period"),
+        ("REGISTER CLOCK C PERIOD 0", 1, 25, "clock period 0: must be a positive"),
+        ("REGISTER CLOCK Clock_12 PERIOD 5", 1, 16, "Clock_12 is built in"),
+        ("REGISTER CLOCK C PHASE 5", 1, 18, "expected 'PERIOD'"),
+        ("REGISTER CLOCK C PERIOD 10\nCREATE q MASTER C SELECT * FROM C", 2, 33, "C is a clock"),
+        ("REGISTER RELATION R (a int)", 1, 10, "REGISTER RELATION is not supported"),
+        ("REGISTER QUERY q AS SELECT * FROM s", 1, 10, "REGISTER QUERY is CQL"),
+        ("SELECT * FROM s", 1, 1, "expected CREATE (a query) or REGISTER STREAM"),
+    ],
+)
+def test_declaration_errors_are_located(text: str, line: int, column: int, message: str) -> None:
+    with pytest.raises(CqlError) as info:
+        parse_query_file(text, "q.cql")
+    err = info.value
+    assert message in err.message, str(err)
+    assert (err.file, err.line, err.column) == ("q.cql", line, column), str(err)
+
+
+def test_the_example_declares_its_streams_and_clocks() -> None:
+    loaded = parse_query_file((ROOT / "examples" / "mqo-queries.cql").read_text())
+    assert len(loaded.queries) == 300 and set(loaded.streams) == {"Quote", "News"}
+    assert loaded.clocks == {f"C{j}": Clock(f"C{j}", 10_000, 1000 * j) for j in range(10)}
 
 
 def test_clocks() -> None:

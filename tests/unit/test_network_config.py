@@ -4,6 +4,7 @@ counters (coordinator/replacement.py), without sockets."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,16 @@ def test_sites_give_latencies(tmp_path: Path) -> None:
     assert _load(tmp_path, BASE).latency_s("node-0", "node-1") == 0.0
 
 
+def test_a_site_is_a_node_name_or_id(tmp_path: Path) -> None:
+    topology = tmp_path / "ids.json"
+    nodes = [{"id": k, "name": name} for k, name in enumerate(("east", "hub", "west"))]
+    edges = [{"source": 0, "target": 1, "latency_ms": 5}, {"source": 1, "target": 2, "latency_ms": 35}]
+    topology.write_text(json.dumps({"nodes": nodes, "edges": edges}))
+    top = _load(tmp_path, network(sites=SITES.replace("node-1: west", "node-1: 2"), topology=str(topology)))
+    assert top.network is not None and top.network.sites["node-1"] == "west"
+    assert top.latency_s("node-0", "node-1") == pytest.approx(0.040)
+
+
 def test_network_errors_are_located(tmp_path: Path) -> None:
     _check(
         tmp_path,
@@ -40,7 +51,7 @@ def test_network_errors_are_located(tmp_path: Path) -> None:
         "no node 'ghost'",
     )
     _check(tmp_path, network(sites=SITES.replace("node-1: west", "node-1: mars")), "node-1: mars",
-           "network.sites.node-1", "has no node 'mars'")  # fmt: skip
+           "network.sites.node-1", "'mars' is neither the name nor the id of a node")  # fmt: skip
     _check(tmp_path, network(sites="    node-0: east\n    sink: east\n"), "sites:", "network.sites",
            "no site for node-1")  # fmt: skip
     _check(tmp_path, network(topology="topohub:topozoo/Nowhere"), "topology: topohub", "network.topology",

@@ -260,8 +260,30 @@ def test_topohub_graphs_use_fibre_latency() -> None:
 def test_pinned_to_an_unknown_node_names_it() -> None:
     net = fig4_network()
     plan = OperatorPlan((Operator("a", pinned="Z"), Operator("b", pinned="A")), (Edge("a", "b", 1),))
-    with pytest.raises(NetworkError, match="'a' is pinned to 'Z', which fig4 does not have"):
+    with pytest.raises(NetworkError, match="'a' is pinned to a node fig4 does not have: 'Z' is neither"):
         problem_for(plan, net)
+
+
+def test_a_node_is_pinned_by_its_name_or_its_id(tmp_path: Path) -> None:
+    """Abilene's node "0" is New York: a plan may pin by either; a pin that
+    is neither is located in the plan file and says so."""
+    net = load_network("topohub:topozoo/Abilene")
+    assert net.node("New York") == net.node("0") and net.ids[net.node("Chicago")] == "1"
+    by_id = OperatorPlan(
+        (Operator("cam", pinned="0"), Operator("f"), Operator("user", pinned="Chicago")),
+        (Edge("cam", "f", 10), Edge("f", "user", 1)),
+    )
+    solution = solve(problem_for(by_id, net), "exact")
+    assert solution.placement["cam"] == "New York" and solution.placement["f"] == "New York"
+    path = write(tmp_path, "p.yaml", "operators:\n  - {name: cam, pinned: 0}\n  - {name: u, pinned: Mars}\n")
+    assert load_plan(path).operator("cam").pinned == "0"
+    with pytest.raises(PlanError) as info:
+        load_plan(path, net)
+    message = str(info.value)
+    assert message.startswith(f"{path}:3: operators[1].pinned: 'Mars' is neither the name nor the id of")
+    assert "topozoo/Abilene (nodes: New York (id 0), Chicago (id 1)," in message and "(11 in all)" in message
+    with pytest.raises(NetworkError, match="'Mars' is neither the name nor the id"):
+        net.node("Mars")
 
 
 def test_cli_prints_placement_usage_and_optimum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -126,6 +126,17 @@ def test_csv_rows(tmp_path: Path) -> None:
     ]
 
 
+def test_csv_with_spaces_after_commas(tmp_path: Path) -> None:
+    """``ts, k, v`` is the header ``ts,k,v``: spaces around names and after
+    commas are no part of them; a quoted value keeps its spaces."""
+    path = tmp_path / "s.csv"
+    path.write_text('ts, k , v\n1, a, 10\n2, " b", -3 \n')
+    assert list(read_rows(path, KV, plan.Kind.STREAM)) == [(1, 1, 1, "a", 10), (2, 2, 1, " b", -3)]
+    relation = tmp_path / "r.csv"
+    relation.write_text("ts, op, k, v\n1, +, a, 1\n4, - , a, 1\n")
+    assert list(read_rows(relation, KV, plan.Kind.RELATION)) == [(1, 1, 1, "a", 1), (4, 2, -1, "a", 1)]
+
+
 def test_jsonl_rows(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text('{"ts": 2, "k": "é", "v": 5}\n\n{"ts": 3, "k": "a", "v": 6, "extra": true}\n')
