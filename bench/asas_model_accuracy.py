@@ -3,7 +3,7 @@
 0.2 ms per row, 1000 rows/s) under SAS at fixed batch sizes, node-2
 SIGKILLed at ``--kill-at``; the measured recovery against
 
-- eq. 3, ``R* = B x (S_time + R_ptime)`` (seed 002, the worst case: B rows
+- eq. 3, ``R* = B x (S_time + R_ptime)`` (the SAS paper, the worst case: B rows
   never sent), and
 - the bounded model, ``R = min(B, n(1 + j)) x (S_time + R_ptime)``
   (``ha/round_model.py``: above the rows per Level-1 round nothing is sent

@@ -1,4 +1,4 @@
-"""Live migration: the pause a move causes at the sink (seed 004's re-placement).
+"""Live migration: the pause a move causes at the sink (the placement paper's re-placement).
 
 Runs ``examples/chaos-chain.yaml`` (1,000 rows/s; select-1 SAS, sum-2 SAS
 over a 100-row window, select-3 AS; two spares) and moves stages back and

@@ -1,10 +1,10 @@
-"""The highest input rate the MQO cluster example sustains (seed 003 in a
+"""The highest input rate the MQO cluster example sustains (the MQO paper in a
 cluster: 300 queries shared on one SAS-protected stage).
 
 Runs ``semiactive cluster up examples/mqo-cluster.yaml`` with Quote and News
 at increasing rates (each the same), and calls a rate sustained when the
 sources kept their schedule (lag under 500 ms at the end), the sink's p99
-latency stayed under 1 s and the stage's output equals seed 003's
+latency stayed under 1 s and the stage's output equals the MQO paper's
 semantics (``semiactive verify``). Results grow with the square of the rate
 (a window join), so the sink's volume is printed too.
 

@@ -2,7 +2,7 @@
 ``asas`` stage, fed by the nodes' reports (docs/asas.md).
 
 Nodes report cumulative counters (ha-protocol's cursors and the sections'
-clocks); this module turns them into seed 002's measurements over a sliding
+clocks); this module turns them into the SAS paper's measurements over a sliding
 window (``window_ms``), runs the stage's tuner every ``interval_ms`` and
 hands the decided B back in the reply to the producer's replicas, which set
 it on their output log. Where each measurement comes from:

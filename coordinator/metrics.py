@@ -212,8 +212,8 @@ def _network_families(coordinator: Coordinator) -> Iterator[Metric]:
         return
     usage = GaugeMetricFamily(
         "semiactive_coordinator_network_usage_bytes",
-        "Network usage u (seed 004, eq. 2) of the current placement: sum over edges of the measured "
-        "rate times the latency between the sites of producer and consumer (bytes in flight).",
+        "Network usage u (the placement paper, eq. 2) of the current placement: sum over edges of the "
+        "measured rate times the latency between the sites of producer and consumer (bytes in flight).",
     )
     usage.add_metric([], monitor.usage_bytes(coordinator))
     rate = GaugeMetricFamily(

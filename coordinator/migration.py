@@ -1,4 +1,4 @@
-"""Moving a stage to another node while it runs (seed 004's re-placement).
+"""Moving a stage to another node while it runs (the placement paper's re-placement).
 
 A migration reuses what failover already makes exact, so it loses and
 repeats nothing for the same reasons:

@@ -1,4 +1,4 @@
-"""The coordinator's web page (seed 004's GUI): ``--http PORT``.
+"""The coordinator's web page (the placement paper's GUI): ``--http PORT``.
 
 Plain HTTP/1.1 on the coordinator's host, read-only: ``/`` is the page,
 ``/state`` one JSON snapshot (:class:`semiactive.coordinator.live_view.LiveView`),

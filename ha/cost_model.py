@@ -1,4 +1,4 @@
-"""The A-SAS cost model: measurements and seed 002's eq. 2 and eq. 3.
+"""The A-SAS cost model: measurements and the SAS paper's eq. 2 and eq. 3.
 
 Pure: the measuring (counting batches, timing sends and reprocessing) is
 done elsewhere over some window; this module only validates what was
@@ -31,7 +31,7 @@ def check_batch_size(batch_size: int) -> int:
 
 @dataclass(frozen=True)
 class Costs:
-    """Per-tuple recovery costs measured at one machine (seed 002, 5.1.1).
+    """Per-tuple recovery costs measured at one machine (the SAS paper, 5.1.1).
 
     ``send_time_s`` (S_time): seconds to move one row over the edge into
     this machine (a batch's transfer time / its rows). ``reprocess_time_s``

@@ -1,4 +1,4 @@
-"""Failure detection by heartbeats (seed 002, Algorithm 2 lines 1-2).
+"""Failure detection by heartbeats (the SAS paper, Algorithm 2 lines 1-2).
 
 The secondary pings its primary every ``interval`` and declares it dead
 when no answer came for ``timeout``, or at once when the connection breaks

@@ -1,4 +1,4 @@
-"""One replica of one stage: the HA protocol's state machine (seed 002,
+"""One replica of one stage: the HA protocol's state machine (the SAS paper,
 Algorithms 1 and 2; ha-protocol.md).
 
 Primary and secondary run the same machinery: input section, operator

@@ -76,7 +76,7 @@ class StageSpec(Protocol):
 
     @property
     def mqo(self) -> MqoStageSpec | None:
-        """Instead of a program: seed 003's shared execution of many queries."""
+        """Instead of a program: the MQO paper's shared execution of many queries."""
         ...
 
     @property

@@ -145,7 +145,7 @@ _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)/s\s*$"
 
 def parse_bytes_per_s(value: object) -> float:
     """A bandwidth in bytes per second: a number, or text such as
-    ``30KB/s`` (SI: 30,000 bytes/s, as in seed 002's figures) or ``1MiB/s``."""
+    ``30KB/s`` (SI: 30,000 bytes/s, as in the SAS paper's figures) or ``1MiB/s``."""
     if isinstance(value, bool):
         raise ValueError(f"not a bandwidth: {value!r}")
     if isinstance(value, int | float):
@@ -167,7 +167,7 @@ _ASAS_ONLY = ("bw_max", "recovery_max_ms", "priority", "step", "interval_ms", "i
 
 
 class HaConfig(_Model):
-    """How a stage is protected (seed 002). ``batch_size`` applies to sas;
+    """How a stage is protected (the SAS paper). ``batch_size`` applies to sas;
     ``asas`` (Adaptive SAS) tunes B at run time to keep the backup bandwidth
     under ``bw_max`` and the estimated recovery under ``recovery_max_ms``
     (docs/asas.md)."""

@@ -95,7 +95,7 @@ class Stage:
     schema: plan.Schema | None = None
     kind: plan.Kind = plan.Kind.STREAM
     program: plan.Program | None = None
-    mqo: MqoStageSpec | None = None  # instead of a program: seed 003's shared execution
+    mqo: MqoStageSpec | None = None  # instead of a program: the MQO paper's shared execution
     query_text: str = ""
     query_file: str = ""
     inputs: list[Edge] = field(default_factory=list)
@@ -173,7 +173,7 @@ class Topology:
     nodes: dict[str, NodeInfo]
     streams: dict[str, str]  # stream -> producing stage
     edges: list[Edge]
-    network: SiteMap | None = None  # seed 004: where the nodes stand
+    network: SiteMap | None = None  # the placement paper: where the nodes stand
 
     def latency_s(self, a: str, b: str) -> float:
         """One-way latency between two nodes' sites (0 without a network)."""
@@ -308,7 +308,7 @@ class _Resolver:
         assert net_cfg is not None
         for i, st in enumerate(self.cfg.stages):
             if st.partitions > 1:
-                # Placement and migration move whole stages (seed 004).
+                # Placement and migration move whole stages (the placement paper).
                 raise self.error(
                     "a partitioned stage cannot be placed on a network yet", "stages", i, "partitions"
                 )
@@ -356,7 +356,7 @@ class _Resolver:
         return out
 
     def _compile_mqo(self, i: int, st: StageConfig) -> None:
-        """An MQO stage (seed 003): its queries, input streams, clocks and
+        """An MQO stage (the MQO paper): its queries, input streams, clocks and
         output schema (``query``, then the columns every query selects)."""
         cfg = st.mqo
         assert cfg is not None and st.output is not None

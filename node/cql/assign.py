@@ -1,4 +1,4 @@
-"""Binding seed 004's ASSIGN: names and types checked, one plan node built.
+"""Binding the placement paper's ASSIGN: names and types checked, one plan node built.
 
 ``ASSIGN(R [w], sel, 'a' AS x t, R.c AS y u) [w2] AS A`` is, by eq. 1, for
 each row r of R the input of the program whose name is r.sel, projected on

@@ -5,7 +5,7 @@ them well defined by requiring a delay operator on every cycle: a tuple that
 goes around the loop comes back at a later timestamp, so its existence can
 no longer cancel itself at the same instant. :func:`check_delays` enforces
 that rule (or, with ``insert_delays``, repairs programs by adding an epsilon
-delay after a stream operator on the cycle, seed 001 footnote 3).
+delay after a stream operator on the cycle, the recursive CQL paper's footnote 3).
 
 Edges go from a node to its ``children`` (the nodes it reads), with QueryRef
 nodes leading to their targets. Arrows in messages (``a -> b``) follow the

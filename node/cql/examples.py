@@ -1,4 +1,4 @@
-"""The example programs of seed 001, with the paper's typos fixed
+"""The example programs of the recursive CQL paper, with the paper's typos fixed
 (``resource.value`` -> ``resource.val``; the unbalanced ``)`` closing
 ``avg_0``), for tests, benchmarks and documentation.
 

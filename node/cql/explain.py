@@ -1,7 +1,7 @@
 """A readable description of a compiled program, for humans and tests.
 
 For every registered query: its kind and output schema, whether it is
-monotone (seed 001, Table 1) and its operator tree, with windows, predicates
+monotone (the recursive CQL paper, Table 1) and its operator tree, with windows, predicates
 and expressions written in CQL with column names. Other queries are shown by
 name (``QueryRef name``), so a shared sub-plan appears once. A last section
 lists the cycles among queries with their delays and non-monotone operators

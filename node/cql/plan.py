@@ -2,7 +2,7 @@
 
 A plan is a DAG of typed operator nodes. Registered queries are named nodes of
 that DAG; a query that references another query shares its node, and recursive
-programs close cycles through :class:`Delay` nodes (seed 001, section 3).
+programs close cycles through :class:`Delay` nodes (the recursive CQL paper, section 3).
 
 Every node is either stream-valued or relation-valued (:class:`Kind`), and has
 a :class:`Schema`. Expressions are resolved: column references are positions in

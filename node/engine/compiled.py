@@ -7,7 +7,7 @@ that bookkeeping costs more than the operators' work. Here the order is
 turned into straight-line Python over local variables, once per engine:
 
 - the next execution time is the minimum of the fire points (scans, time
-  windows, delays: seed 001, 3.2), read inline from their queues;
+  windows, delays: the recursive CQL paper, 3.2), read inline from their queues;
 - selections, projections and UNION ALL are inlined as expressions;
 - a cut delay's EMIT and ABSORB touch its queue directly;
 - every other operator is one call to its ``process``, skipped exactly

@@ -1,11 +1,11 @@
-"""The heartbeat (HB) executor: the baseline seed 001 compares DTS against.
+"""The heartbeat (HB) executor: the baseline the recursive CQL paper compares DTS against.
 
 Operators have input queues and advance on heartbeats: each input carries
 how far in time it is complete (a scan: the watermark; an operator: the
 instant it has processed through). An operator may run once every input is
 past an instant; it takes at most ``run_limit`` queued tuples (rounded up to
 a whole instant), and when it produces results, execution moves to the
-operators it feeds, stacking them (seed 001, 4.2). A recursive program would
+operators it feeds, stacking them (the recursive CQL paper, 4.2). A recursive program would
 deadlock here (2.3): the executor refuses programs with cycles.
 
 It drives the same operator objects as :class:`~semiactive.node.engine.engine.Engine`,

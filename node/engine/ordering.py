@@ -1,4 +1,4 @@
-"""The DTS execution order (seed 001, 3.2 and Fig. 6).
+"""The DTS execution order (the recursive CQL paper, 3.2 and Fig. 6).
 
 Operators run inputs-first. A recursive program has cycles; each is cut at a
 delay operator: the delay's output is produced first in every slice (it can

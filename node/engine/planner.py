@@ -394,7 +394,7 @@ class _Builder:
     def _assign(
         self, node: plan.Assign, where: plan.Expr | None
     ) -> tuple[Operator, list[plan.PlanNode | Operator]]:
-        """ASSIGN, and seed 004's query analyser: the conjuncts of a WHERE
+        """ASSIGN, and the placement paper's query analyser: the conjuncts of a WHERE
         over it that read R's columns alone (R's come first in its result)
         filter R before the ASSIGN, so that a row the query drops names no
         source: it never enters the ASSIGN's state, and connection

@@ -1,4 +1,4 @@
-"""Connection management (seed 004, 3.2.2): a stage running ASSIGN wants a
+"""Connection management (the placement paper, 3.2.2): a stage running ASSIGN wants a
 candidate source's rows only while some row of R names that source.
 
 Exactness comes from the engine: ASSIGN meets a candidate's changes at an

@@ -1,4 +1,4 @@
-"""The input section (seed 002, 3.1): receives rows per input edge, drops
+"""The input section (the SAS paper, 3.1): receives rows per input edge, drops
 duplicate seqs, tracks watermarks, and hands the operator section its
 inputs in the one deterministic order both replicas of a stage agree on.
 

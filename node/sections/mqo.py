@@ -1,4 +1,4 @@
-"""The operator section of an MQO stage: seed 003's shared execution of
+"""The operator section of an MQO stage: the MQO paper's shared execution of
 many continuous queries (``semiactive.mqo.executor``) behind the engine's interface.
 
 Pure, as :class:`~semiactive.node.sections.operator.OperatorSection`: rows per input

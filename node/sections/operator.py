@@ -1,8 +1,8 @@
-"""The operator section (seed 002, 3.1): the stage's compiled CQL program.
+"""The operator section (the SAS paper, 3.1): the stage's compiled CQL program.
 
 Pure: takes rows per input stream and a watermark, returns the output
 stream's new rows. A :class:`CostSchedule` burns CPU per input row, to
-emulate a heavier operator (seed 002, experiment 5) without changing any
+emulate a heavier operator (the SAS paper, experiment 5) without changing any
 result; the cost of a row depends on its timestamp, not on the wall clock,
 so a secondary reprocessing a row pays what the primary paid.
 """

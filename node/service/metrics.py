@@ -91,7 +91,7 @@ class NodeMetrics:
         )
         self.connection_changes = Counter(
             "semiactive_candidate_connection_changes_total",
-            "Connection management (seed 004): a candidate source of an ASSIGN connected "
+            "Connection management (the placement paper): a candidate source of an ASSIGN connected "
             "(wanted whole) or disconnected (its rows elided), per input edge.",
             ["edge", "change"],
             registry=r,

@@ -400,7 +400,7 @@ def asas_tuning(tuning: DataFrame, t0: DataFrame, runs: DataFrame) -> DataFrame:
 
 
 def engine_summary(engine: DataFrame) -> DataFrame:
-    """seed 001's figures' inputs: per (form, executor, HB bound,
+    """The recursive CQL paper's figures' inputs: per (form, executor, HB bound,
     sub-queries, tuples per timestamp), CPU seconds per million tuples and
     the L1 data cache miss rate (null without hardware counters)."""
     keys = ["form", "executor", "hb_bound", "subqueries", "per_ts"]

@@ -172,7 +172,7 @@ def render(result: ReportResult, inputs: list[Path], master: str) -> str:
     if t.get("engine_summary"):
         parts.append(
             _section(
-                "Engine (seed 001)",
+                "Engine (the recursive CQL paper)",
                 table(
                     t["engine_summary"],
                     [

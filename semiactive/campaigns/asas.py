@@ -1,4 +1,4 @@
-"""``semiactive experiment asas``: seed 002's experiments 4 and 5 (Adaptive SAS).
+"""``semiactive experiment asas``: the SAS paper's experiments 4 and 5 (Adaptive SAS).
 
 The paper chain with node-2 protected by node-4, under a step at the
 protected edge: the source rate (``--scenario rate``, 100 -> 1000 tuples/s)

@@ -1,4 +1,4 @@
-"""``semiactive experiment mqo``: seed 003's experiment (section 5, Figs. 10-13).
+"""``semiactive experiment mqo``: the MQO paper's experiment (section 5, Figs. 10-13).
 
 300 random queries from Fig. 10's template (``MASTER Mj``, j = 0..9;
 ``WINDOW SIZE`` 3, 4 or 5 units; ``FROM Quote, News WHERE Quote.name =
@@ -57,7 +57,7 @@ def write_data(out: Path, queries: int, units: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     lines = [
-        f"-- {queries} random queries from seed 003's Fig. 10 template (seed {seed}).",
+        f"-- {queries} random queries from the MQO paper's Fig. 10 template (seed {seed}).",
         f"-- Patterns of masters per {CYCLE}-unit cycle: A {PATTERN_A} (t < 10), B {PATTERN_B} (t >= 11).",
     ]
     for i in range(queries):

@@ -1,4 +1,4 @@
-"""``semiactive experiment sweep``: seed 002's experiments 1, 2 and 3.
+"""``semiactive experiment sweep``: the SAS paper's experiments 1, 2 and 3.
 
 For every mode (AS, UB, and SAS at each batch size) and repetition: run the
 cluster with the protected stages set to that mode, kill the target node

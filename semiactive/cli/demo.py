@@ -1,4 +1,4 @@
-"""``semiactive demo``: the paper's chain (seed 002, Fig. 3) for a short
+"""``semiactive demo``: the paper's chain (the SAS paper, Fig. 3) for a short
 run, verified."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subcommands) -> None:
-    demo = sub.add_parser("demo", help="the paper's chain (seed 002 Fig. 3) for a short run, verified")
+    demo = sub.add_parser("demo", help="the SAS paper's chain (its Fig. 3) for a short run, verified")
     demo.add_argument("--duration", type=float, default=8.0)
     demo.add_argument("--run-dir", type=Path)
     demo.set_defaults(func=_demo)

@@ -47,7 +47,9 @@ def register(sub: Subcommands) -> None:
     tag_option(asas)
     asas.set_defaults(func=_asas)
 
-    emqo = esub.add_parser("mqo", help="seed 003's experiment: 300 queries, a pattern change (Figs. 10-13)")
+    emqo = esub.add_parser(
+        "mqo", help="the MQO paper's experiment: 300 queries, a pattern change (Figs. 10-13)"
+    )
     emqo.add_argument("--queries", type=int, default=300, help="random queries from Fig. 10's template")
     emqo.add_argument("--units", type=int, default=40, help="units of event time (default 40)")
     emqo.add_argument("--methods", default="dynamic,static,single,none")

@@ -1,5 +1,5 @@
 """``semiactive mqo run``: many continuous queries sharing their window
-joins, run here over files (seed 003, embedded)."""
+joins, run here over files (the MQO paper, embedded)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subcommands) -> None:
-    mqo = sub.add_parser("mqo", help="seed 003: many continuous queries, shared (embedded)")
+    mqo = sub.add_parser(
+        "mqo", help="multi-query optimisation: continuous queries sharing window joins, here"
+    )
     msub = mqo.add_subparsers(dest="action", required=True)
     mrun = msub.add_parser("run", help="run MASTER/WINDOW SIZE queries over files with shared window joins")
     mrun.add_argument("queries", help="file of CREATE ... statements, or - for standard input")

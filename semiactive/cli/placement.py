@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subcommands) -> None:
-    placement = sub.add_parser("placement", help="seed 004: network-aware operator placement")
+    placement = sub.add_parser("placement", help="network-aware operator placement")
     psub = placement.add_subparsers(dest="action", required=True)
     solve = psub.add_parser("solve", help="place a plan's operators on a topology, minimising network usage")
     solve.add_argument(

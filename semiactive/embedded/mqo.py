@@ -1,4 +1,4 @@
-"""``semiactive mqo run``: seed 003's shared execution over files, in this process.
+"""``semiactive mqo run``: the MQO paper's shared execution over files, in this process.
 
 Reads a file of ``CREATE ... MASTER ...`` queries and one CSV or JSON Lines
 file per stream (a ``ts`` column, non-decreasing; the other columns are the

@@ -1,4 +1,4 @@
-"""``semiactive demo``: the paper's chain (seed 002, Fig. 3) for a short run,
+"""``semiactive demo``: the paper's chain (the SAS paper, Fig. 3) for a short run,
 then the sink's output checked row by row against a reference computed from
 the source's log."""
 

@@ -1,4 +1,4 @@
-"""What a run measured (seed 002, definitions 1 and 2), from its run
+"""What a run measured (the SAS paper, definitions 1 and 2), from its run
 directory: per fault, detection time (fault to the secondary's verdict),
 recovery time (verdict to the new primary reproducing the old primary's
 output) and the sink's output gap; per protected stage, bandwidth

@@ -1,5 +1,5 @@
 """A network that can be loaded: network namespaces on a bridge, with
-rate-limited links and iperf3 traffic (seed 002's experiment 3).
+rate-limited links and iperf3 traffic (the SAS paper's experiment 3).
 
 Loopback has no link to share, so background load cannot slow anything on
 it. :class:`NetworkLab` gives every node a network namespace of its own,
@@ -71,7 +71,7 @@ from typing import Any
 from semiactive.launcher.supervision import process_state
 
 SUBNET = "10.213"  # each lab takes a free 10.213.X.0/24
-LINK_RATE_BIT_S = 1e9  # seed 002's 1 Gbit/s LAN: 40 and 60 MB/s are 32% and 48% of it
+LINK_RATE_BIT_S = 1e9  # the SAS paper's 1 Gbit/s LAN: 40 and 60 MB/s are 32% and 48% of it
 TBF_LATENCY = "20ms"
 STATE_DIR = Path("/run/semiactive/netlab")
 IPERF_PORT = 5201

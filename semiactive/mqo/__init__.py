@@ -1,4 +1,4 @@
-"""Multi-query optimisation of continuous queries (seed 003), pure.
+"""Multi-query optimisation of continuous queries (the MQO paper), pure.
 
 Read top-down: ``query`` (the MASTER / WINDOW SIZE language), ``clocks``,
 ``similarity`` (USE bitmaps from an arrival log, the Jaccard similarity),

@@ -1,5 +1,5 @@
 """The shared executor: many continuous queries over the same streams, in
-clusters of base groups, each cluster one shared plan (seed 003, 4.3).
+clusters of base groups, each cluster one shared plan (the MQO paper, 4.3).
 
 Pure and deterministic: :meth:`SharedExecutor.process` takes one instant's
 arrivals and returns what each query whose master arrived outputs, in event

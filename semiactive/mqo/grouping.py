@@ -1,4 +1,4 @@
-"""Base groups (seed 003, 4.1) and the hierarchical clustering (3.1).
+"""Base groups (the MQO paper, 4.1) and the hierarchical clustering (3.1).
 
 A base group holds queries that any arrival log would put together: the
 same masters, a shared source and windows within a ratio theta, checked

@@ -2,7 +2,7 @@
 
 A :class:`JoinNode` runs when one of its masters arrives: with ``lo = now -
 window`` it joins what arrived on each input since its last run with the
-other input's window relation (seed 003, 2.2: dQuote x window(News) +
+other input's window relation (the MQO paper, 2.2: dQuote x window(News) +
 window(Quote) x dNews + dQuote x dNews), so every combination is produced
 once, at the first run after its newest row arrived. A
 :class:`QueryFilter` keeps the batches its top node produced since the
@@ -34,7 +34,7 @@ class JoinStats:
     intermediate: int = 0
     executions: int = 0
     results: int = 0
-    delivered: int = 0  # combinations offered to per-query filters (seed 003's per-root results)
+    delivered: int = 0  # combinations offered to per-query filters (the MQO paper's per-root results)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Shared plans for a cluster of queries (seed 003, 3.2).
+"""Shared plans for a cluster of queries (the MQO paper, 3.2).
 
 Every query is a left-deep chain of window joins over its sources. A join
 node is named by its content: the set of sources joined so far and the

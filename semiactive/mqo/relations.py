@@ -4,7 +4,7 @@ A row is ``(ts, seq, values...)`` of one source; an item is ``(min_ts,
 combo)`` where ``combo`` holds one row per source in sorted source order
 (``plan``). A :class:`Relation` is a join input's window relation: items
 hashed on the node's equi-join columns. Expiry is lazy (probes skip items
-older than the window, a periodic sweep drops them), as seed 003's garbage
+older than the window, a periodic sweep drops them), as the MQO paper's garbage
 collector.
 """
 

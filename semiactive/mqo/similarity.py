@@ -1,4 +1,4 @@
-"""Query similarity from an arrival log (seed 003, 3.1).
+"""Query similarity from an arrival log (the MQO paper, 3.1).
 
 ``USE[I, Q]`` is the set of tuples of source I inside Q's window at some
 arrival on one of Q's masters during the log's period. It is a bitmap over

@@ -1,6 +1,6 @@
 """An MQO stage of a cluster: many queries, one output stream.
 
-What the topology knows of a stage that runs seed 003's shared execution
+What the topology knows of a stage that runs the MQO paper's shared execution
 instead of a CQL program, and the one order its output rows take: at each
 instant, the queries that fired by name, each query's results by the input
 positions of their rows. That order depends on the semantics alone, not on

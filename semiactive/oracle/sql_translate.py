@@ -299,7 +299,7 @@ class Translator:
         items = []
         for number, fi in enumerate(select.from_items):
             if isinstance(fi, ast.FromAssign):
-                raise NotCovered("ASSIGN (seed 004)")
+                raise NotCovered("ASSIGN (dynamic source selection)")
             if isinstance(fi, ast.FromSubquery):
                 value, alias = self.query(fi.query), fi.alias
             else:

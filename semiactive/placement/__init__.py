@@ -1,4 +1,4 @@
-"""Network-aware operator placement (seed 004), pure.
+"""Network-aware operator placement (the placement paper), pure.
 
 Read top-down: ``network`` (nodes, links, shortest-path latencies, from a
 Topology Zoo / SNDlib graph or a node-link file), ``plan`` (operators,

@@ -5,7 +5,7 @@ sources and sinks, which stay where their data is; ``assign: true`` for an
 ASSIGN whose sources are chosen at run time; ``rate`` for a source an ASSIGN
 may read) and ``edges`` (``from``, ``to``, ``rate`` in bytes/s). One
 operator's output is one stream: its edges carry the same rate. The plan is
-a DAG. ``interests`` maps an ASSIGN to the sources it reads now (seed 004,
+a DAG. ``interests`` maps an ASSIGN to the sources it reads now (the placement paper,
 Fig. 7); an ASSIGN without interests reads the dummy source (Fig. 6).
 """
 

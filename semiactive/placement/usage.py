@@ -1,4 +1,4 @@
-"""Network usage (seed 004, eq. 2): u = sum over links of rate x latency.
+"""Network usage (the placement paper, eq. 2): u = sum over links of rate x latency.
 
 A placement maps every operator to a node; an edge whose ends share a node
 costs nothing. One operator's output sent from node n to node m is sent

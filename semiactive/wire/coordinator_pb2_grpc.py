@@ -68,7 +68,7 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Migrate(self, request, context):
-        """Move a stage's primary to a spare node (seed 004's re-placement, or an
+        """Move a stage's primary to a spare node (the placement paper's re-placement, or an
         operator's request): the spare joins as secondary, catches up from the
         producers' retained logs, then takes over at a new epoch. Admin only.
         """

@@ -1,4 +1,4 @@
-"""Connection management (seed 004, 3.2.2) on a real cluster: an ASSIGN
+"""Connection management (the placement paper, 3.2.2) on a real cluster: an ASSIGN
 stage follows a person from camera to camera; each camera's rows cross the
 network whole only while a row of the interest stream names that camera,
 as timestamps otherwise. The sink must equal the reference computed from

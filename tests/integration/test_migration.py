@@ -1,4 +1,4 @@
-"""Live migration (seed 004's re-placement): stateful stages (a window join,
+"""Live migration (the placement paper's re-placement): stateful stages (a window join,
 a windowed aggregate, both SAS) moved to other nodes while rows flow, by
 `semiactive migrate` against the running coordinator; and a migration cut
 short by SIGKILL of the stage's primary from outside. The sink must equal

@@ -2,7 +2,7 @@
 shared on one SAS-protected stage, queries added and removed while it runs
 (`semiactive query add/remove`), its primary killed, the spare re-protecting
 it by rebuilding from a resync point (registrations included), then the new
-primary killed too. The sink must equal seed 003's semantics computed by
+primary killed too. The sink must equal the MQO paper's semantics computed by
 semiactive.oracle.mqo_reference from the source logs, row for row: nothing lost or repeated."""
 
 from __future__ import annotations

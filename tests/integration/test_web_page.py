@@ -1,4 +1,4 @@
-"""The coordinator's web page (seed 004's GUI) in a real browser: Debian's
+"""The coordinator's web page (the placement paper's GUI) in a real browser: Debian's
 chromium, driven by its chromedriver, loads the page of a running cluster
 (examples/replacement-chain.yaml), which follows it live over Server-Sent
 Events. The test reads what the page shows: the sites and links of the

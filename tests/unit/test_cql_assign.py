@@ -198,7 +198,7 @@ def fits(value: Any, declared: str) -> Any:
 def eq1(
     interest: Rows, cams: dict[str, Rows], meta: Rows, r_window: str, c_window: str, v_type: str, t: int
 ) -> Counter[tuple[Any, ...]]:
-    """ASSIGN's relation at instant t, straight from seed 004's eq. 1."""
+    """ASSIGN's relation at instant t, straight from the placement paper's eq. 1."""
     relations: dict[str, Rows] = {
         name: [r[1:] for r in window(c_window, rows, t)] for name, rows in cams.items()
     }

@@ -1,5 +1,5 @@
 """explain() tests: the exact text for the paper's programs and for every
-operator, plus the monotonicity classification of seed 001 Table 1."""
+operator, plus the monotonicity classification of the recursive CQL paper's Table 1."""
 
 from __future__ import annotations
 
@@ -227,7 +227,7 @@ def test_hand_built_shared_node_is_shown_once() -> None:
     assert "    Window [Now]  (shared, shown under query first)" in lines
 
 
-# ---- monotonicity (seed 001, Table 1) -------------------------------------------------
+# ---- monotonicity (the recursive CQL paper, Table 1) -------------------------------------------------
 
 S = plan.Schema((plan.Column("a", plan.INTEGER),))
 R = plan.Kind.RELATION

@@ -1,5 +1,5 @@
 """The MQO stage's operator section under the HA contract: its output is
-seed 003's semantics (semiactive.oracle.mqo_reference) whatever the clustering, with queries
+The MQO paper's semantics (semiactive.oracle.mqo_reference) whatever the clustering, with queries
 registered and removed through the registry stream; and a replica rebuilt
 from any snapshot's cut (rows from ``state_low`` to the snapshot, then the
 counters) emits exactly what the original emits from there on."""

@@ -1,4 +1,4 @@
-"""The ``network:`` block (seed 004): located errors, the sites' latencies,
+"""The ``network:`` block (the placement paper): located errors, the sites' latencies,
 and the coordinator's pricing and re-placement decision from reported byte
 counters (coordinator/replacement.py), without sockets."""
 

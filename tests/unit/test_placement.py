@@ -1,4 +1,4 @@
-"""Placement (seed 004): network usage by hand, the exact methods against
+"""Placement (the placement paper): network usage by hand, the exact methods against
 brute force, the heuristics never below the optimum, the dummy source,
 located errors in plan and topology files."""
 

@@ -1,4 +1,4 @@
-"""Recursive continuous queries (seed 001): delays, the delay rule and DTS
+"""Recursive continuous queries (the recursive CQL paper): delays, the delay rule and DTS
 execution of the paper's examples, with results worked out by hand.
 
 Time is integer ms and epsilon (``<Now>``) is 1 ms: a tuple that passes a

@@ -1,4 +1,4 @@
-"""The seed 001 example files, ``semiactive query`` on them, and recursion in
+"""The recursive CQL paper's example files, ``semiactive query`` on them, and recursion in
 the distributed runtime (a loop inside one stage; none across stages)."""
 
 from __future__ import annotations

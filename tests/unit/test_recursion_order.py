@@ -1,4 +1,4 @@
-"""The DTS order of nested loops (seed 001, Fig. 6) and the Fig. 7 query:
+"""The DTS order of nested loops (the recursive CQL paper, Fig. 6) and the Fig. 7 query:
 recursive and opened forms agree, and so do DTS and the heartbeat executor
 on the opened (non-recursive) form."""
 

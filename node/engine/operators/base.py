@@ -7,7 +7,7 @@ The operator must return its own output elements with ``ts <= t_hi``, sorted
 by ``ts``; anything due later (an expiring window tuple, a delayed tuple) it
 keeps and reports through :meth:`next_fire`. Every instant is complete when
 it is handed over, so an operator can finish instant t before looking at
-t+1: this is the time-splitting execution of seed 001, done a slice of
+t+1: this is the time-splitting execution of the recursive CQL paper, done a slice of
 instants at a time.
 
 Besides results, operators answer two questions the HA protocol asks

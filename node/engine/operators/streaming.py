@@ -1,5 +1,5 @@
 """The program's inputs and the operators that produce streams:
-scans, ISTREAM / DSTREAM / RSTREAM, and the delay operator of seed 001.
+scans, ISTREAM / DSTREAM / RSTREAM, and the delay operator of the recursive CQL paper.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class DelayOp(Operator):
 
     On a cycle the scheduler splits the operator: :meth:`emit` runs first in
     each slice (the delay is a fire point) and :meth:`absorb` last, which is
-    how the cycle is cut (seed 001, 3.2). Off a cycle it is an ordinary
+    how the cycle is cut (the recursive CQL paper, 3.2). Off a cycle it is an ordinary
     operator (:meth:`process`). Tuples wait as the shifted batches they
     arrived in (batches of successive slices never overlap in time), so a
     slice of one instant costs one list copy in and one pop out."""

@@ -186,7 +186,7 @@ class ReplicaRole:
     def manages(self, edge: str) -> bool:
         return self.connections.manages(edge)
 
-    # -- connection management (seed 004; node/sections/connections.py) ---------------------------
+    # -- connection management (the placement paper; node/sections/connections.py) ---------------------------
 
     def _connect(self, candidate: Candidate) -> None:
         """A row of R names an idle candidate: want its rows whole, and
