@@ -9,6 +9,9 @@ short; on timeout it fails naming what it waited for and what it saw last.
 on the running loop's clock, so on the simulation's virtual loop
 (semiactive/simulation/virtual_loop.py) it waits in virtual time.
 
+In-process async code can also run on that loop (:func:`on_virtual_clock`):
+its sleeps, timeouts and retries then take no real time at all.
+
 A sleep that is part of what a test does (a run left to produce data, a
 freeze held past a detector's timeout, a fault at a chosen moment, the grace
 period of a check that something does *not* happen) stays a sleep, with a
@@ -18,16 +21,20 @@ comment saying so.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar, overload
+
+from semiactive.simulation.virtual_loop import VirtualLoop
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 Ignored = type[BaseException] | tuple[type[BaseException], ...]
 
-__all__ = ["wait_until", "wait_until_async"]
+__all__ = ["on_virtual_clock", "wait_until", "wait_until_async"]
 
 
 def wait_until(
@@ -124,6 +131,23 @@ async def wait_until_async(
 
 
 _SHOWN = 2000  # characters of the last value a timeout shows
+
+
+def on_virtual_clock(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
+    """An async test run on the simulation's virtual-clock loop instead of
+    a real one: time jumps to the next timer whenever nothing is ready, so
+    a wait of seconds passes at once, always the same way. Only for code
+    that does no real I/O (the simulation's in-memory network does none)."""
+
+    @functools.wraps(test)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        loop = VirtualLoop()
+        try:
+            loop.run_until_complete(test(*args, **kwargs))
+        finally:
+            loop.close()
+
+    return run
 
 
 def _timed_out(what: str | Callable[[], str], timeout: float, last: object) -> str:
