@@ -37,15 +37,40 @@ Ignored = type[BaseException] | tuple[type[BaseException], ...]
 __all__ = ["on_virtual_clock", "wait_until", "wait_until_async"]
 
 
+# Without ``until`` the probe's value must be true to be returned: never
+# None, whatever the probe's type says (a pid, or None while unknown).
+@overload
+def wait_until(
+    probe: Callable[[], T | None],
+    *,
+    what: str | Callable[[], str],
+    timeout: float = ...,
+    interval: float = ...,
+    ignoring: Ignored = ...,
+) -> T: ...
+
+
+@overload
 def wait_until(
     probe: Callable[[], T],
     *,
     what: str | Callable[[], str],
-    until: Callable[[T], object] = bool,
+    until: Callable[[T], object],
+    timeout: float = ...,
+    interval: float = ...,
+    ignoring: Ignored = ...,
+) -> T: ...
+
+
+def wait_until(
+    probe: Callable[[], Any],
+    *,
+    what: str | Callable[[], str],
+    until: Callable[[Any], object] = bool,
     timeout: float = 30.0,
     interval: float = 0.05,
     ignoring: Ignored = (),
-) -> T:
+) -> Any:
     """Call ``probe`` every ``interval`` seconds until ``until`` holds for
     what it returns (by default: until it returns something true), and
     return that value.
@@ -77,10 +102,32 @@ def wait_until(
 
 @overload
 async def wait_until_async(
+    probe: Callable[[], Awaitable[T | None]],
+    *,
+    what: str | Callable[[], str],
+    timeout: float = ...,
+    interval: float = ...,
+    ignoring: Ignored = ...,
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
     probe: Callable[[], Awaitable[T]],
     *,
     what: str | Callable[[], str],
-    until: Callable[[T], object] = ...,
+    until: Callable[[T], object],
+    timeout: float = ...,
+    interval: float = ...,
+    ignoring: Ignored = ...,
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    probe: Callable[[], T | None],
+    *,
+    what: str | Callable[[], str],
     timeout: float = ...,
     interval: float = ...,
     ignoring: Ignored = ...,
@@ -92,7 +139,7 @@ async def wait_until_async(
     probe: Callable[[], T],
     *,
     what: str | Callable[[], str],
-    until: Callable[[T], object] = ...,
+    until: Callable[[T], object],
     timeout: float = ...,
     interval: float = ...,
     ignoring: Ignored = ...,
@@ -130,9 +177,6 @@ async def wait_until_async(
         await asyncio.sleep(min(interval, remaining))
 
 
-_SHOWN = 2000  # characters of the last value a timeout shows
-
-
 def on_virtual_clock(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P, None]:
     """An async test run on the simulation's virtual-clock loop instead of
     a real one: time jumps to the next timer whenever nothing is ready, so
@@ -148,6 +192,9 @@ def on_virtual_clock(test: Callable[P, Coroutine[Any, Any, None]]) -> Callable[P
             loop.close()
 
     return run
+
+
+_SHOWN = 2000  # characters of the last value a timeout shows
 
 
 def _timed_out(what: str | Callable[[], str], timeout: float, last: object) -> str:
