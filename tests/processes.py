@@ -3,6 +3,7 @@ and make sure nothing is left running."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -16,6 +17,8 @@ from typing import Any
 
 import grpc
 import yaml
+
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,13 +79,20 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 def assert_no_processes(text: str, wait: float = 5.0) -> None:
-    deadline = time.monotonic() + wait
-    while processes_mentioning(text) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = processes_mentioning(text)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"processes left running: {left}"
+    """Within ``wait`` seconds no process mentions ``text``; else those left
+    are SIGKILLed and the test fails naming them."""
+    try:
+        wait_until(
+            lambda: processes_mentioning(text),
+            until=lambda left: not left,
+            what=f"every process mentioning {text} to end",
+            timeout=wait,
+        )
+    except AssertionError:
+        for pid in processes_mentioning(text):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -128,11 +138,8 @@ def finish_verified(launcher: subprocess.Popen[str], run_dir: Path) -> list[dict
 
 def wait_for_sink(run_dir: Path, timeout: float = 60.0) -> None:
     """Until the first row reached the sink ``sink`` of the run."""
-    deadline = time.monotonic() + timeout
     sink = run_dir / "sink" / "sink.jsonl"
-    while not (sink.exists() and sink.stat().st_size > 0):
-        assert time.monotonic() < deadline, "no row reached the sink"
-        time.sleep(0.1)
+    wait_until(lambda: sink.stat().st_size > 0, what=f"a row at {sink}", timeout=timeout, ignoring=OSError)
 
 
 def run_verified(
@@ -149,7 +156,7 @@ def run_verified(
     try:
         if kill is not None:
             wait_for_sink(run_dir)
-            time.sleep(kill_after_s)
+            time.sleep(kill_after_s)  # the kill's moment in the run, chosen by the caller
             kill_node(run_dir, kill)
     except BaseException:
         launcher.kill()

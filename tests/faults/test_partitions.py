@@ -53,6 +53,7 @@ from semiactive.launcher.netlab import ROOT, NetworkLab
 from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, protected_chain
 from tests.processes import assert_no_processes
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -189,6 +190,12 @@ def _t0(run_dir: Path) -> float | None:
     return float(t0) if t0 else None
 
 
+def _t0_of(run_dir: Path, run: asyncio.Task[int]) -> float | None:
+    if run.done():
+        raise AssertionError(f"the cluster never started (exit {run.result()})")
+    return _t0(run_dir)
+
+
 async def run_partitioned(
     tmp_path: Path, steps: list[Step], duration: float, spares: tuple[str, ...] = ("spare-1", "spare-2")
 ) -> Outcome:
@@ -207,12 +214,9 @@ async def run_partitioned(
             run_cluster(str(config_path), duration=duration, run_dir=run_dir, progress=False, network=lab)
         )
         try:
-            while (t0 := _t0(run_dir)) is None:
-                if run.done():
-                    raise AssertionError(f"the cluster never started (exit {run.result()})")
-                await asyncio.sleep(0.05)
+            t0 = await wait_until_async(lambda: _t0_of(run_dir, run), what="the cluster's t0", timeout=120)
             for step in sorted(steps, key=lambda s: s.at):
-                await asyncio.sleep(max(0.0, t0 + step.at - time.time()))
+                await asyncio.sleep(max(0.0, t0 + step.at - time.time()))  # the step's moment
                 assert not run.done(), f"the run ended before {step.what}"
                 await asyncio.to_thread(step.action, lab)
                 done[step.what] = time.time()

@@ -12,9 +12,8 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -22,21 +21,11 @@ import yaml
 from semiactive import config, topology
 from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, start_launcher
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 RANDOM = random.Random(20261128)
-T = TypeVar("T")
-
-
-def wait_until(condition: Callable[[], T | None], timeout: float, what: str) -> T:  # TODO: tests.waiting
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def _cluster(run_dir: Path) -> dict[str, Any]:

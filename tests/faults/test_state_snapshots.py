@@ -22,6 +22,7 @@ from semiactive.campaigns.nemesis import pid_of, read_cluster
 from semiactive.oracle.verify import check_run
 from semiactive.topology import resolve
 from tests.faults.harness import events, finish, protected_chain, run, start_launcher
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -87,6 +88,11 @@ def _taken_again(run_dir: Path) -> list[int]:
     return [int(pid) for pid in reported]
 
 
+def _node_2(run_dir: Path) -> int | None:
+    doc = read_cluster(run_dir)
+    return None if doc is None else pid_of(doc, "node-2")
+
+
 def test_capture_children_killed_from_outside_are_taken_again(tmp_path: Path) -> None:
     """The kernel's OOM killer (a child copies the pages the node writes)
     or an operator may kill a capture child: the node goes on, takes the
@@ -97,12 +103,7 @@ def test_capture_children_killed_from_outside_are_taken_again(tmp_path: Path) ->
     killed: set[int] = set()
     try:
         deadline = time.monotonic() + 60
-        node = None
-        while node is None and time.monotonic() < deadline:
-            doc = read_cluster(run_dir)
-            node = None if doc is None else pid_of(doc, "node-2")
-            time.sleep(0.05)
-        assert node is not None, "no cluster.json"
+        node = wait_until(lambda: _node_2(run_dir), what="node-2's pid in cluster.json", timeout=60)
         # A child that wrote its whole capture before the signal landed
         # counts as a capture taken, so kill until the node reports three.
         while len(_taken_again(run_dir)) < 3 and time.monotonic() < deadline and launcher.poll() is None:
@@ -112,7 +113,7 @@ def test_capture_children_killed_from_outside_are_taken_again(tmp_path: Path) ->
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(child, signal.SIGKILL)
                         killed.add(child)
-                time.sleep(0.001)
+                time.sleep(0.001)  # the nemesis's beat: a child lives as long as its capture
     finally:
         result = finish(launcher, run_dir)
     assert result.returncode == 0, result.stderr

@@ -11,6 +11,7 @@ import random
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -19,6 +20,7 @@ from semiactive import config, topology
 from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, run_with_nemesis, start_launcher
 from tests.processes import processes_mentioning, read_jsonl, semiactive
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -107,17 +109,20 @@ def test_an_unprotected_stage_killed_from_outside_stops_the_run_with_a_report(tm
 
 def _pid_when_started(run_dir: Path, node: str, after: float) -> int:
     """The pid of ``node`` once the run has been going for ``after`` seconds."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            doc = json.loads((run_dir / "cluster.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            doc = {}
-        t0 = doc.get("t0_unix")
-        if t0 and time.time() >= t0 + after:
-            return int(next(p["pid"] for p in doc["processes"] if p["name"] == node))
-        time.sleep(0.02)
-    raise AssertionError("the run never started")
+    started = wait_until(lambda: _started(run_dir), what="the run's start (t0 in cluster.json)", timeout=60)
+    time.sleep(max(0.0, started["t0_unix"] + after - time.time()))  # the moment chosen in the run
+    doc = _started(run_dir)  # as it is now (written whole, by a rename)
+    assert doc is not None
+    return int(next(p["pid"] for p in doc["processes"] if p["name"] == node))
+
+
+def _started(run_dir: Path) -> dict[str, Any] | None:
+    """cluster.json once the run has started (it has a t0)."""
+    try:
+        doc: dict[str, Any] = json.loads((run_dir / "cluster.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return doc if doc.get("t0_unix") else None
 
 
 def test_sigkill_of_the_launcher_itself_ends_the_run_cleanly(tmp_path: Path) -> None:
@@ -132,13 +137,14 @@ def test_sigkill_of_the_launcher_itself_ends_the_run_cleanly(tmp_path: Path) -> 
         nemesis = semiactive("nemesis", str(run_dir), "--kill", f"launcher@{RANDOM.uniform(1.5, 2.5):.2f}")
         assert nemesis.returncode == 0, nemesis.stderr
         assert launcher.wait(timeout=30) == -signal.SIGKILL
-        started = time.monotonic()
-        while processes_mentioning(str(run_dir)) and time.monotonic() - started < 20:
-            time.sleep(0.05)
-        ended_in = time.monotonic() - started
+        wait_until(
+            lambda: processes_mentioning(str(run_dir)),
+            until=lambda left: not left,
+            what="the nodes to end the run by themselves (pids left)",
+            timeout=15,
+        )
     finally:
         finish(launcher, run_dir)
-    assert ended_in < 15, f"nodes took {ended_in:.1f} s to end the run"
     _assert_exact(config_path, run_dir, "")
     logs = (run_dir / "logs" / "sink.log").read_text()
     assert "the launcher" in logs and "is gone: draining" in logs
@@ -159,11 +165,7 @@ def test_a_node_is_not_restarted_with_a_program_changed_since_the_run_started(tm
     run_dir = tmp_path / "run"
     launcher = start_launcher(config_path, run_dir, duration=8)
     try:
-        started = run_dir / "cluster.json"
-        deadline = time.monotonic() + 60
-        while not (started.exists() and json.loads(started.read_text()).get("t0_unix")):
-            assert time.monotonic() < deadline, "the cluster never started"
-            time.sleep(0.1)
+        wait_until(lambda: _started(run_dir), what="the run's start (t0 in cluster.json)", timeout=60)
         original = query_file.read_text()  # every node has compiled it by now
         query_file.write_text(original.replace("[Rows 100 Slide 10]", "[Rows 50 Slide 10]"))
         nemesis = semiactive("nemesis", str(run_dir), "--kill", "node-2@3", timeout=60)

@@ -19,6 +19,7 @@ from semiactive.wire import control_pb2_grpc as cpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.processes import ROOT, assert_no_processes, chain_config, issue_tls, semiactive, write_config
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -186,16 +187,16 @@ async def _garbage(port: int, tls: Path) -> None:
     """Garbage from a peer holding a valid certificate: node-1's, the sink's
     real producer (the worst case: TLS itself refuses everyone else)."""
     address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
     async with Security.load(tls, "node-1").channel(address, "sink") as channel:
         control = cpb_grpc.ControlStub(channel)
-        while True:
-            try:
-                await control.Status(pb.Empty(), timeout=1)
-                break
-            except grpc.aio.AioRpcError:
-                assert time.monotonic() < deadline, "node never came up"
-                await asyncio.sleep(0.1)
+        await wait_until_async(
+            lambda: control.Status(pb.Empty(), timeout=1),
+            until=lambda _: True,  # any answer
+            what="the node to come up",
+            timeout=20,
+            interval=0.1,
+            ignoring=grpc.aio.AioRpcError,
+        )
         # 1. Raw bytes that are not HTTP/2 at all.
         _, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"\x00\xffGARBAGE" * 100)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.processes import ROOT, assert_no_processes, chain_config, read_jsonl, semiactive, write_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -134,15 +135,25 @@ def _start_cluster(config: Path, run_dir: Path, stderr: Path) -> subprocess.Pope
             stderr=err,
             env=dict(os.environ, PYTHONUNBUFFERED="1"),
         )
-    deadline = time.monotonic() + 30
-    while "t=" not in stderr.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            raise AssertionError(f"no progress line: {stderr.read_text()}")
-        time.sleep(0.1)
-    time.sleep(1.0)
+    try:
+        wait_until(
+            lambda: _progress(proc, stderr),
+            until=lambda text: "t=" in text,
+            what="a progress line on stderr",
+            timeout=30,
+            interval=0.1,
+        )
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    time.sleep(1.0)  # part of the test: a second of rows (1000/s) flowing, more than 500 to drain
     return proc
+
+
+def _progress(proc: subprocess.Popen[bytes], stderr: Path) -> str:
+    assert proc.poll() is None, f"cluster up ended: {stderr.read_text(errors='replace')}"
+    return stderr.read_text(errors="replace")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -182,9 +193,13 @@ def test_nodes_stop_when_their_launcher_is_killed(tmp_path: Path) -> None:
     assert pids and all(_alive(pid) for pid in pids)
     proc.kill()
     proc.wait()
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [pid for pid in pids if _alive(pid)]
-    assert_no_processes(str(run_dir))
-    assert not left, f"nodes outlived their launcher: {left}"
+    try:
+        wait_until(
+            lambda: [pid for pid in pids if _alive(pid)],
+            until=lambda left: not left,
+            what="the nodes to stop by themselves after their launcher's kill",
+            timeout=10,
+            interval=0.1,
+        )
+    finally:
+        assert_no_processes(str(run_dir))

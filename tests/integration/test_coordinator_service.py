@@ -27,6 +27,7 @@ from semiactive.wire import coordinator_pb2_grpc as cdpb_grpc
 from semiactive.wire import dataplane_pb2 as pb
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, start_launcher
 from tests.processes import ROOT, assert_no_processes, issue_tls, semiactive
+from tests.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -52,14 +53,14 @@ def test_the_coordinator_killed_mid_run_loses_nothing_and_is_rebuilt_from_the_re
         assert nemesis.returncode == 0, nemesis.stderr
         # The launcher restarts the coordinator; from the nodes' reports it
         # learns the takeover and re-protects stage-2 with a spare.
-        deadline = time.monotonic() + 30
-        state = None
-        while time.monotonic() < deadline:
-            state = _status(run_dir)
-            if state is not None and _stage(state, "stage-2").get("protected"):
-                break
-            time.sleep(0.3)
-        assert state is not None, "status never answered"
+        state = wait_until(
+            lambda: _status(run_dir),
+            until=lambda state: state is not None and _stage(state, "stage-2").get("protected"),
+            what="stage-2 protected again in `semiactive status`",
+            timeout=30,
+            interval=0.3,
+        )
+        assert state is not None
         stage2 = _stage(state, "stage-2")
         assert (stage2["primary"], stage2["epoch"], stage2["protected"]) == ("sec-2", 1, True), stage2
         assert stage2["secondary"] in ("spare-1", "spare-2", "node-2")
@@ -124,14 +125,14 @@ async def _garbage(address: str, tls: Path) -> None:
     """Garbage from a holder of node-2's certificate (TLS refuses anyone else)."""
     async with Security.load(tls, "node-2").channel(address, "coordinator") as channel:
         stub = cdpb_grpc.CoordinatorStub(channel)
-        deadline = time.monotonic() + 20
-        while True:  # until it listens
-            try:
-                await stub.ClusterState(pb.Empty(), timeout=1)
-                break
-            except grpc.aio.AioRpcError:
-                assert time.monotonic() < deadline, "the coordinator never answered"
-                await asyncio.sleep(0.1)
+        await wait_until_async(
+            lambda: stub.ClusterState(pb.Empty(), timeout=1),
+            until=lambda _: True,  # any answer: it listens
+            what="the coordinator to answer",
+            timeout=20,
+            interval=0.1,
+            ignoring=grpc.aio.AioRpcError,
+        )
         for status, code in (
             (cpb.NodeStatus(), grpc.StatusCode.PERMISSION_DENIED),  # not as itself
             (

@@ -12,11 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from tests.processes import ROOT, finish_verified, kill_node, semiactive, write_config
+from tests.processes import ROOT, finish_verified, kill_node, semiactive, wait_for_sink, write_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -30,29 +32,37 @@ def _start(tmp_path: Path, duration: float) -> tuple[subprocess.Popen[str], Path
          "--run-dir", str(run_dir), "--quiet"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        sink = run_dir / "sink" / "sink.jsonl"
-        if sink.exists() and sink.stat().st_size > 0:
-            state = semiactive("status", "--run-dir", str(run_dir), "--json", timeout=10)
-            if state.returncode == 0:
-                nodes = json.loads(state.stdout)["nodes"]
-                if all(n["liveness"] == "up" for n in nodes) and len(nodes) == 9:
-                    return launcher, run_dir
-        time.sleep(0.3)
-    launcher.kill()
-    raise AssertionError("the cluster did not come up")
+    try:
+        wait_for_sink(run_dir)
+        wait_until(
+            lambda: _nodes(run_dir),
+            until=lambda nodes: (
+                nodes is not None and len(nodes) == 9 and all(n["liveness"] == "up" for n in nodes)
+            ),
+            what="the nine nodes up",
+            timeout=60,
+            interval=0.3,
+        )
+    except BaseException:
+        launcher.kill()
+        raise
+    return launcher, run_dir
+
+
+def _nodes(run_dir: Path) -> list[dict[str, Any]] | None:
+    """The nodes as `semiactive status` shows them (None if it cannot)."""
+    state = semiactive("status", "--run-dir", str(run_dir), "--json", timeout=10)
+    return list(json.loads(state.stdout)["nodes"]) if state.returncode == 0 else None
 
 
 def _a_spare(run_dir: Path) -> str:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        state = semiactive("status", "--run-dir", str(run_dir), "--json", timeout=10)
-        spares = [n["name"] for n in json.loads(state.stdout)["nodes"] if n["role"] == "spare"]
-        if spares:
-            return str(spares[0])
-        time.sleep(0.2)
-    raise AssertionError("no spare")
+    spares = wait_until(
+        lambda: [n["name"] for n in _nodes(run_dir) or [] if n["role"] == "spare"],
+        what="a spare",
+        timeout=20,
+        interval=0.2,
+    )
+    return str(spares[0])
 
 
 def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:

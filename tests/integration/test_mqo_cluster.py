@@ -12,13 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, write_config
+from tests.processes import ROOT, assert_no_processes, read_jsonl, semiactive, wait_for_sink, write_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -30,17 +31,14 @@ CREATE late_wide MASTER C7 WINDOW SIZE 9 * second
 """
 
 
-def _wait_for(predicate: object, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def _events(run_dir: Path) -> list[dict[str, object]]:
     return [e for f in sorted((run_dir / "telemetry").glob("events-*.jsonl")) for e in read_jsonl(f)]
+
+
+def _wait_for_event(
+    run_dir: Path, what: str, wanted: Callable[[dict[str, object]], bool], timeout: float
+) -> None:
+    wait_until(lambda: [e for e in _events(run_dir) if wanted(e)], what=what, timeout=timeout, interval=0.2)
 
 
 def test_registrations_kills_and_reprotection_lose_and_repeat_nothing(tmp_path: Path) -> None:
@@ -58,21 +56,28 @@ def test_registrations_kills_and_reprotection_lose_and_repeat_nothing(tmp_path: 
     )  # fmt: skip
     try:
         sink = run_dir / "sink" / "sink.jsonl"
-        _wait_for(lambda: sink.exists() and sink.stat().st_size > 0, 60)
+        wait_for_sink(run_dir)
         added = semiactive("query", "add", str(more), "--run-dir", str(run_dir), timeout=30)
         assert added.returncode == 0, added.stderr
-        time.sleep(1.5)
+        # The stage takes the new queries in before others are removed.
+        wait_until(
+            lambda: {e["query"] for e in _events(run_dir) if e["event"] == "mqo_registration"},
+            until=lambda registered: {"late_narrow", "late_wide"} <= registered,
+            what="the stage to register late_narrow and late_wide",
+            timeout=60,
+            interval=0.2,
+        )
         removed = semiactive("query", "remove", "Q0", "Q1", "nosuch", "--run-dir", str(run_dir), timeout=30)
         assert removed.returncode == 0, removed.stderr
         # Once node-3 holds the stage's state rebuilt from node-2's resync point
         # (the cut is past the registrations), kill node-2 from outside.
-        _wait_for(lambda: any(e["event"] == "reprotected" for e in _events(run_dir)), 60)
+        _wait_for_event(run_dir, "node-3's re-protection", lambda e: e["event"] == "reprotected", 60)
         processes = json.loads((run_dir / "cluster.json").read_text())["processes"]
         os.kill(next(p["pid"] for p in processes if p["name"] == "node-2"), signal.SIGKILL)
         # The run lasts until node-3 took over, then drains: a run of fixed
         # length ended before that under CI load (a re-protection took 8 s).
-        _wait_for(
-            lambda: any(e["event"] == "takeover" and e["node"] == "node-3" for e in _events(run_dir)), 30
+        _wait_for_event(
+            run_dir, "node-3's takeover", lambda e: e["event"] == "takeover" and e["node"] == "node-3", 30
         )
         launcher.send_signal(signal.SIGINT)
         stdout, stderr = launcher.communicate(timeout=120)

@@ -27,6 +27,7 @@ from semiactive.launcher.measurements import RunReport
 from semiactive.launcher.netlab import STATE_DIR, NetworkLab, clean_stale
 from semiactive.oracle.verify import check_run
 from tests.processes import ROOT, assert_no_processes, semiactive
+from tests.waiting import wait_until_async
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_leftovers")]
 CHAIN = ROOT / "examples" / "paper-chain-ha.yaml"
@@ -63,7 +64,9 @@ def no_leftovers() -> Iterator[None]:
     assert not [n for n in new if n.startswith("sa")], f"left behind: {new}"
 
 
-def _started(run_dir: Path) -> dict[str, Any] | None:
+def _started(run_dir: Path, run: asyncio.Task[int]) -> dict[str, Any] | None:
+    if run.done():
+        raise AssertionError(f"the run ended before it started (exit {run.result()})")
     try:
         doc: dict[str, Any] = json.loads((run_dir / "cluster.json").read_text())
     except (OSError, ValueError):
@@ -78,7 +81,7 @@ def test_the_links_are_capped_and_teardown_leaves_nothing() -> None:
         measured = lab.measure("a", "b", 1.0) * 8
         assert 50e6 < measured <= 102e6, f"{measured / 1e6:.1f} Mbit/s through a 100 Mbit/s link"
         load = lab.load("a", "b", 2e6)
-        time.sleep(1.0)
+        time.sleep(1.0)  # a second of load, to be measured
         assert load.running
         pids = [load.client.pid, load.server.pid]
     assert _left_behind(lab.tag) == []
@@ -119,8 +122,7 @@ async def test_nodes_run_in_their_namespaces_where_the_nemesis_finds_them(tmp_pa
                 network=lab,
             )
         )
-        while (doc := _started(run_dir)) is None:
-            await asyncio.sleep(0.05)
+        doc = await wait_until_async(lambda: _started(run_dir, run), what="the run's start", timeout=120)
         for p in doc["processes"]:
             name, pid = p["name"], p["pid"]
             if name == "coordinator":
@@ -130,7 +132,7 @@ async def test_nodes_run_in_their_namespaces_where_the_nemesis_finds_them(tmp_pa
             assert runs(pid, name), f"pid {pid} is not {name}"
             netns = os.stat(f"/run/netns/{lab.nodes[name].netns}").st_ino
             assert os.stat(f"/proc/{pid}/ns/net").st_ino == netns, f"{name} is not in its namespace"
-        await asyncio.sleep(doc["t0_unix"] + 1.5 - time.time())
+        await asyncio.sleep(doc["t0_unix"] + 1.5 - time.time())  # the kill's moment in the run
         fault = Fault("node-2", 1.5, FaultKind.KILL)
         Nemesis(run_dir, [fault]).inject(fault)
         code = await run

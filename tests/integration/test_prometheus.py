@@ -11,6 +11,7 @@ every process (targets from the run's ``cluster.json``) every second.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -32,6 +33,7 @@ import yaml
 from semiactive.launcher.ports import PortAllocator
 from semiactive.runtime.telemetry import read_jsonl
 from tests.processes import ROOT, assert_no_processes, script_module, write_config
+from tests.waiting import wait_until
 
 dashboards = script_module(ROOT / "deploy" / "grafana" / "dashboards.py")
 
@@ -136,17 +138,18 @@ class Prometheus:
         path.with_suffix(".tmp").replace(path)
 
     def ready(self, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, (self.directory / "prometheus.log").read_text()
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            time.sleep(0.2)
-        raise AssertionError("prometheus never became ready")
+        wait_until(
+            self._ready,
+            what="prometheus to be ready",
+            timeout=timeout,
+            interval=0.2,
+            ignoring=(urllib.error.URLError, ConnectionError),
+        )
+
+    def _ready(self) -> bool:
+        assert self.process.poll() is None, (self.directory / "prometheus.log").read_text()
+        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+            return bool(response.status == 200)
 
     def api(self, path: str, **params: str | float) -> Any:
         query = urllib.parse.urlencode(params)
@@ -181,16 +184,6 @@ class Prometheus:
 def promtool(*args: str, text: bytes = b"") -> subprocess.CompletedProcess[bytes]:
     assert PROMTOOL is not None
     return subprocess.run([PROMTOOL, *args], input=text, capture_output=True, timeout=30)
-
-
-def wait_for(what: str, check: Any, timeout: float, every: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def processes(run_dir: Path) -> list[dict[str, Any]] | None:
@@ -265,7 +258,7 @@ def test_a_live_cluster_scraped_by_prometheus(
     launcher, run_dir = cluster
     prometheus = Prometheus(tmp_path)
     try:
-        listed = wait_for("cluster.json", lambda: processes(run_dir), timeout=30)
+        listed = wait_until(lambda: processes(run_dir), what="cluster.json", timeout=30, interval=0.25)
         addresses = {p["name"]: f"{p['host']}:{p['ports']['metrics']}" for p in listed}
         prometheus.targets("semiactive-coordinator", [addresses.pop("coordinator")])
         prometheus.targets("semiactive-nodes", sorted(addresses.values()))
@@ -276,23 +269,29 @@ def test_a_live_cluster_scraped_by_prometheus(
         # port, as cluster.json lists it), once it answers.
         for p in listed:
             address = f"{p['host']}:{p['ports']['metrics']}"
-            text = wait_for(f"{p['name']}'s metrics at {address}", lambda a=address: scrape(a), timeout=30)
+            text = wait_until(
+                functools.partial(scrape, address),
+                what=f"{p['name']}'s metrics at {address}",
+                timeout=30,
+                interval=0.25,
+            )
             checked = promtool("check", "metrics", text=text)
             assert checked.returncode == 0 and not checked.stdout + checked.stderr, (p["name"], checked)
 
         # The kill, its detection, the takeover and the recovery, as the
         # scrapes saw them; then a few more scrapes for the rate windows.
-        wait_for(
-            "the failover in Prometheus",
+        wait_until(
             lambda: (
                 prometheus.value(f'semiactive_coordinator_failovers_total{{stage="{STAGE}"}}', time.time())
                 >= 1
                 and prometheus.value(f'semiactive_recovery_seconds_count{{stage="{STAGE}"}}', time.time())
                 >= 1
             ),
+            what="the failover in Prometheus",
             timeout=45,
+            interval=0.25,
         )
-        time.sleep(4 * SCRAPE_S + 0.5)
+        time.sleep(4 * SCRAPE_S + 0.5)  # four more scrapes: a rate window of data after the failover
         assert launcher.poll() is None, (tmp_path / "cluster.log").read_text()
         now = time.time()
         range_ = f"{math.ceil(now - started) + 5}s"

@@ -32,6 +32,7 @@ from tests.processes import (
     sync_channel,
     write_config,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -227,15 +228,26 @@ class Nodes:
                     start_new_session=True,
                 )
             self.channels[name] = sync_channel(self.tls, f"127.0.0.1:{self.ports[name]}", name)
-        deadline = time.monotonic() + 20
+        wait_until(
+            self.not_answering,
+            until=lambda names: not names,
+            what=lambda: (
+                "every node to answer (last seen: those that did not)\n"
+                + "\n".join(f"--- {name}: {self.log(name)}" for name in self.ports)
+            ),
+            timeout=20,
+        )
+
+    def not_answering(self) -> list[str]:
+        """The nodes that do not answer Status yet (one that died fails)."""
+        down = []
         for name in self.ports:
-            while True:
-                assert self.procs[name].poll() is None, f"{name} died: {self.log(name)}"
-                with contextlib.suppress(grpc.RpcError):
-                    self.status(name)
-                    break
-                assert time.monotonic() < deadline, f"{name} never came up: {self.log(name)}"
-                time.sleep(0.05)
+            assert self.procs[name].poll() is None, f"{name} died: {self.log(name)}"
+            try:
+                self.status(name)
+            except grpc.RpcError:
+                down.append(name)
+        return down
 
     def log(self, name: str) -> str:
         return (self.run_dir / "logs" / f"{name}.log").read_text(errors="replace")[-2000:]
@@ -245,13 +257,13 @@ class Nodes:
         return reply
 
     def wait(self, name: str, what: str, ready: Any, timeout: float = 15) -> cpb.NodeStatus:
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.status(name)
-            if ready(status):
-                return status
-            assert time.monotonic() < deadline, f"{name}: no {what}: {status}\n{self.log(name)}"
-            time.sleep(0.05)
+        status: cpb.NodeStatus = wait_until(
+            lambda: self.status(name),
+            until=ready,
+            what=lambda: f"{name}'s {what}\n{self.log(name)}",
+            timeout=timeout,
+        )
+        return status
 
     def stop(self) -> dict[str, int | None]:
         """Ask every node to exit; their exit codes."""

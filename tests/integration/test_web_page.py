@@ -14,13 +14,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.processes import ROOT, assert_no_processes
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,16 +32,21 @@ pytestmark = [
 
 
 def _http_port(run_dir: Path) -> int:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            doc = json.loads((run_dir / "cluster.json").read_text())
-            port = next(p["ports"]["http"] for p in doc["processes"] if p["role"] == "coordinator")
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=2).read()
-            return int(port)
-        except (OSError, ValueError, KeyError, StopIteration):
-            time.sleep(0.3)
-    raise AssertionError("the coordinator's web page did not come up")
+    return wait_until(
+        lambda: _serving(run_dir),
+        what="the coordinator's web page",
+        timeout=60,
+        interval=0.3,
+        ignoring=(OSError, ValueError, KeyError, StopIteration),
+    )
+
+
+def _serving(run_dir: Path) -> int:
+    """The coordinator's HTTP port, once it answers there."""
+    doc = json.loads((run_dir / "cluster.json").read_text())
+    port = next(p["ports"]["http"] for p in doc["processes"] if p["role"] == "coordinator")
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=2).read()
+    return int(port)
 
 
 def rows_of(browser: object) -> list[str]:
@@ -84,13 +89,32 @@ def test_the_page_shows_the_cluster_and_its_migration_live(tmp_path: Path) -> No
             )
             return list(browser.execute_script(script, selector, attribute))
 
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(" migrated " in t for t in shown("#events li")):
-            time.sleep(0.3)
-        events = shown("#events li")
+        events = wait_until(
+            lambda: shown("#events li"),
+            until=lambda events: any(" migrated " in t for t in events),
+            what="a migration on the page",
+            timeout=30,
+            interval=0.3,
+        )
         assert any("replacement stage=join-1 target=spare-east" in t for t in events), events
         assert any(" migrated stage=join-1 source=node-1 target=spare-east" in t for t in events), events
-        time.sleep(1.5)  # a few more snapshots: u of the new placement
+
+        def placement() -> tuple[list[str], float]:
+            """join-1's row and the network usage u the page shows."""
+            return [r for r in rows_of(browser) if r.startswith("join-1|")], float(shown("#usage")[0])
+
+        # The snapshots after the migration: the new placement and its u.
+        wait_until(
+            placement,
+            until=lambda seen: (
+                [r.split("|")[1:4] for r in seen[0]] == [["stage", "sas", "spare-east@east"]]
+                and seen[1] < 100
+            ),
+            what="the page to show join-1 on spare-east and the usage of the new placement",
+            timeout=10,
+            interval=0.3,
+            ignoring=(ValueError, IndexError),  # no usage shown yet
+        )
         assert shown("#cluster") == ["replacement-chain"]
         rows = {cells[0]: cells for cells in (row.split("|") for row in rows_of(browser))}
         assert rows["join-1"][1:4] == ["stage", "sas", "spare-east@east"], rows

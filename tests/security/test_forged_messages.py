@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.faults.harness import AGGREGATE, finish, protected_chain, start_launcher
 from tests.processes import wait_for_sink
+from tests.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -92,16 +92,18 @@ def test_control_acks_reports_and_ingest() -> None:
 
 
 def _processes(run_dir: Path) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            doc = json.loads((run_dir / "cluster.json").read_text())
-            if (run_dir / "tls" / "node-3.pem").exists():
-                return {p["name"]: p for p in doc["processes"]}
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the cluster never started")
+    return wait_until(
+        lambda: _listed(run_dir),
+        what="cluster.json and the certificates",
+        timeout=60,
+        interval=0.1,
+        ignoring=(OSError, ValueError),
+    )
+
+
+def _listed(run_dir: Path) -> dict[str, dict[str, Any]] | None:
+    doc = json.loads((run_dir / "cluster.json").read_text())
+    return {p["name"]: p for p in doc["processes"]} if (run_dir / "tls" / "node-3.pem").exists() else None
 
 
 def _address(processes: dict[str, dict[str, Any]], name: str) -> str:
@@ -116,18 +118,21 @@ async def _refused(call: Any) -> grpc.StatusCode:
 
 
 async def _until_up(security: Security, address: str, name: str) -> None:
-    deadline = time.monotonic() + 30
     async with security.channel(address, name) as channel:
-        while True:
-            try:
-                if name == "coordinator":
-                    await cdpb_grpc.CoordinatorStub(channel).ClusterState(pb.Empty(), timeout=1)
-                else:
-                    await cpb_grpc.ControlStub(channel).Status(pb.Empty(), timeout=1)
-                return
-            except grpc.aio.AioRpcError:
-                assert time.monotonic() < deadline, f"{name} never answered"
-                await asyncio.sleep(0.1)
+
+        async def answer() -> object:
+            if name == "coordinator":
+                return await cdpb_grpc.CoordinatorStub(channel).ClusterState(pb.Empty(), timeout=1)
+            return await cpb_grpc.ControlStub(channel).Status(pb.Empty(), timeout=1)
+
+        await wait_until_async(
+            answer,
+            until=lambda _: True,  # any answer
+            what=f"{name} to answer",
+            timeout=30,
+            interval=0.1,
+            ignoring=grpc.aio.AioRpcError,
+        )
 
 
 async def _attacks(run_dir: Path, tmp: Path) -> None:

@@ -94,6 +94,7 @@ from semiactive.wire import dataplane_pb2 as pb
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
 from tests.faults.harness import events, finish, start_launcher
 from tests.processes import write_config
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.slow
 
@@ -324,30 +325,33 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 async def _until_running(live: Live) -> None:
     """cluster.json and the certificates written, every node answering,
     rows reaching the sink."""
-    deadline = time.monotonic() + 120
-    while True:
-        assert live.launcher.poll() is None, live.launcher.communicate()[1]
-        assert time.monotonic() < deadline, "the cluster never started"
-        try:
-            doc = json.loads((live.run_dir / "cluster.json").read_text())
-            if (live.run_dir / "tls" / "admin.pem").exists() and doc.get("t0_unix"):
-                break
-        except (OSError, ValueError):
-            pass
-        await asyncio.sleep(0.1)
+    started = time.monotonic()
+    doc = await wait_until_async(
+        lambda: _started(live),
+        what="the cluster to start (cluster.json with a t0, the certificates)",
+        timeout=120,
+        interval=0.1,
+        ignoring=(OSError, ValueError),
+    )
     for p in doc["processes"]:
         live.addresses[p["name"]] = f"127.0.0.1:{p['ports']['grpc']}"
         live.pids[p["name"]] = p["pid"]
-    while True:
-        assert time.monotonic() < deadline, "rows never reached the sink"
-        try:
-            sink = await live.status("sink")
-            if sink.inputs and sink.inputs[0].seq > 0:
-                break
-        except grpc.aio.AioRpcError:
-            pass
-        await asyncio.sleep(0.1)
+    await wait_until_async(
+        lambda: live.status("sink"),
+        until=lambda sink: bool(sink.inputs and sink.inputs[0].seq > 0),
+        what="rows to reach the sink",
+        timeout=max(0.0, started + 120 - time.monotonic()),
+        interval=0.1,
+        ignoring=grpc.aio.AioRpcError,
+    )
     await live.check()
+
+
+def _started(live: Live) -> dict[str, Any] | None:
+    """cluster.json once the run started and the certificates are written."""
+    assert live.launcher.poll() is None, live.launcher.communicate()[1]
+    doc: dict[str, Any] = json.loads((live.run_dir / "cluster.json").read_text())
+    return doc if (live.run_dir / "tls" / "admin.pem").exists() and doc.get("t0_unix") else None
 
 
 # -- strategies -------------------------------------------------------------------------------------

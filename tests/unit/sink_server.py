@@ -3,7 +3,6 @@ what the data-plane unit tests talk to."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +18,7 @@ from semiactive.node.service.transport import DataPlaneServer
 from semiactive.runtime.network import GRPC_OPTIONS
 from semiactive.topology import Edge
 from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.waiting import wait_until_async
 
 
 @asynccontextmanager
@@ -45,7 +45,11 @@ async def until_next_seq(sink: SinkRole, next_seq: int, timeout: float = 10.0) -
     """Wait until the sink's first input edge wants ``next_seq`` (it has
     every row before); fail after ``timeout`` seconds."""
     edge = sink.inputs.edges[0]
-    async with asyncio.timeout(timeout):
-        while edge.next_seq < next_seq:
-            await asyncio.sleep(0.02)
+    await wait_until_async(
+        lambda: edge.next_seq,
+        until=lambda wanted: wanted >= next_seq,
+        what=f"the sink to want seq {next_seq}",
+        timeout=timeout,
+        interval=0.02,
+    )
     assert edge.next_seq == next_seq

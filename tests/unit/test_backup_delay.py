@@ -10,6 +10,7 @@ queries' edge (about 2 rows/s, B = 100) stopped the secondary for up to
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 
 from semiactive import config
@@ -17,9 +18,12 @@ from semiactive.ha.output_log import OutputLog
 from semiactive.ha.views import StageView, ViewTable
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.outbound import Outbound
+from semiactive.simulation.memory_network import Fabric
+from semiactive.simulation.virtual_loop import VirtualLoop
 from semiactive.topology import resolve
 from semiactive.wire import dataplane_pb2 as pb
 from tests.processes import write_config
+from tests.waiting import on_virtual_clock
 
 EDGE = "src->keep"
 
@@ -44,17 +48,27 @@ def _outbound(tmp_path: Path, delay_ms: float, mode: str = "sas") -> Outbound:
     log_.add_edge(EDGE)
     log_.edges[EDGE].batch_size = 100
     # Nothing listens there: the senders retry, and the test looks only at
-    # what the log ships to the backup channel.
-    addresses = {name: "127.0.0.1:9" for name in topology.nodes}
+    # what the log ships to the backup channel. On the simulation's network
+    # and virtual clock: the delays pass at once.
+    addresses = {name: f"{name}:9" for name in topology.nodes}
+    fabric = Fabric(_loop(), random.Random(1))
     views = ViewTable([StageView("keep", 0, 1, "node-1", "node-2" if mode != "none" else None)])
     out = Outbound(
         "src", topology.stages["src"], topology, addresses, log_, views,
         NodeMetrics("src", "src", "source"), epoch=lambda: 0, on_refused=lambda sender, details: None,
+        network=fabric.network("src", "src#1"),
     )  # fmt: skip
     out.reconcile()
     return out
 
 
+def _loop() -> VirtualLoop:
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, VirtualLoop)
+    return loop
+
+
+@on_virtual_clock
 async def test_a_partial_backup_batch_ships_after_the_delay(tmp_path: Path) -> None:
     out = _outbound(tmp_path, delay_ms=50)
     try:
@@ -62,7 +76,9 @@ async def test_a_partial_backup_batch_ships_after_the_delay(tmp_path: Path) -> N
         out.log.append([(t, t, 1, t, 0) for t in range(1, 4)], 3)
         out.appended()
         assert out.log.unsent(EDGE) == 3  # fewer than B: held
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.045)
+        assert out.log.unsent(EDGE) == 3  # held until the delay is up
+        await asyncio.sleep(0.01)
         assert out.log.unsent(EDGE) == 0 and out.log.edges[EDGE].batches == 1
         out.log.append([(4, 4, 1, 4, 0)], 4)
         out.appended()
@@ -72,24 +88,26 @@ async def test_a_partial_backup_batch_ships_after_the_delay(tmp_path: Path) -> N
         out.stop()
 
 
+@on_virtual_clock
 async def test_without_the_delay_a_partial_batch_waits_for_b_rows(tmp_path: Path) -> None:
     out = _outbound(tmp_path, delay_ms=0)
     try:
         out.log.append([(t, t, 1, t, 0) for t in range(1, 4)], 3)
         out.appended()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(60)  # a virtual minute: far past any delay
         assert out.log.unsent(EDGE) == 3 and out.log.edges[EDGE].batches == 0
     finally:
         out.stop()
 
 
+@on_virtual_clock
 async def test_an_edge_without_a_backup_channel_ships_nothing(tmp_path: Path) -> None:
     out = _outbound(tmp_path, delay_ms=50, mode="none")
     try:
         assert (EDGE, pb.BACKUP) not in out.senders
         out.log.append([(t, t, 1, t, 0) for t in range(1, 4)], 3)
         out.appended()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(60)  # a virtual minute: far past any delay
         assert out.log.edges[EDGE].batches == 0 and not out._backup_due
     finally:
         out.stop()

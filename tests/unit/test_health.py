@@ -24,6 +24,7 @@ from semiactive.runtime.events import EventLog
 from semiactive.runtime.health import Health, check, health_main, peer_of
 from semiactive.runtime.network import GrpcNetwork
 from semiactive.runtime.tls import ADMIN, COORDINATOR, Security
+from tests.waiting import wait_until_async
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "paper-chain-ha.yaml"
 
@@ -103,15 +104,13 @@ async def watch(
 
 async def serving_then_not(address: str, peer: str, tls: Path, stop: asyncio.Future[object]) -> list[str]:
     """Watch ``peer``'s health from SERVING until it shuts down (``stop``)."""
-    deadline = asyncio.get_running_loop().time() + 10
-    while True:
-        try:
-            if await check(Security.load(tls, ADMIN), address, peer, timeout=0.5) == "SERVING":
-                break
-        except grpc.aio.AioRpcError:
-            pass
-        assert asyncio.get_running_loop().time() < deadline, f"{peer} never served"
-        await asyncio.sleep(0.05)
+    await wait_until_async(
+        lambda: check(Security.load(tls, ADMIN), address, peer, timeout=0.5),
+        until=lambda status: status == "SERVING",
+        what=f"{peer} to serve",
+        timeout=10,
+        ignoring=grpc.aio.AioRpcError,
+    )
     stream = watch(Security.load(tls, ADMIN), address, peer)
     seen = [await first_statuses(stream, 1)]
     stop.set_result(None)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from semiactive.runtime.events import EventLog
 from semiactive.topology import Topology
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT
+from tests.waiting import wait_until
 
 T0 = 1_800_000_000.0
 
@@ -171,19 +172,12 @@ def victim() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", "--name", "node-9"], start_new_session=True
     )
-    _until(lambda: runs(proc.pid, "node-9"))  # exec'd
+    wait_until(lambda: runs(proc.pid, "node-9"), what="the victim to be exec'd", timeout=5, interval=0.005)
     yield proc
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGCONT)
         proc.kill()
     proc.wait()
-
-
-def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
 
 
 def _cluster_json(run_dir: Path, pid: int) -> None:
@@ -249,10 +243,22 @@ def test_the_nemesis_freezes_resumes_and_kills_and_the_watch_sees_it(
     nemesis = Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.STOP, 0.3)])
     nemesis.wait_for_start()
     assert nemesis.inject(nemesis.plan[0])
-    _until(lambda: process_state(victim.pid) == "T")  # signals arrive asynchronously
+    wait_until(
+        lambda: process_state(victim.pid),
+        until=lambda state: state == "T",
+        what="the victim to be stopped (signals arrive asynchronously)",
+        timeout=5,
+        interval=0.005,
+    )
     assert watch.observe(watched) == [] and watch.frozen(victim.pid)
     nemesis._sleep_until(None)  # the SIGCONT falls due
-    _until(lambda: process_state(victim.pid) != "T")
+    wait_until(
+        lambda: process_state(victim.pid),
+        until=lambda state: state != "T",
+        what="the victim to run again",
+        timeout=5,
+        interval=0.005,
+    )
     watch.observe(watched)
     assert not watch.frozen(victim.pid)
     assert nemesis.inject(Fault("node-9", 0.0, FaultKind.KILL))

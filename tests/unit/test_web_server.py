@@ -20,6 +20,7 @@ from semiactive.runtime.events import EventLog
 from semiactive.runtime.messages import view_to_pb
 from semiactive.wire import control_pb2 as cpb
 from tests.processes import ROOT
+from tests.waiting import wait_until_async
 
 
 def live_view() -> tuple[Coordinator, LiveView]:
@@ -99,8 +100,12 @@ async def test_the_server_answers_and_survives_garbage(monkeypatch: object) -> N
         assert (await request(port, b"GET /events HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 503")
         assert (await asyncio.wait_for(reader.readuntil(b"\n\n"), 5)).startswith(b"event: state")
         writer.close()
-        await asyncio.sleep(0.7)  # the server notices the reader left
-        assert web.streams == 0
+        await wait_until_async(
+            lambda: web.streams,
+            until=lambda streams: streams == 0,
+            what="the server to notice the reader left",
+            timeout=5,
+        )
     finally:
         web_server.MAX_STREAMS = 16
         server.close()
