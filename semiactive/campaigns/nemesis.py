@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from semiactive.config import ConfigError
+from semiactive.errors import UserError
 from semiactive.launcher.faults import Fault, FaultKind, parse_fault_specs
 from semiactive.launcher.supervision import command_line, is_launcher
 from semiactive.runtime.events import EventLog
@@ -134,9 +134,9 @@ class Nemesis:
             if fault.node not in known:
                 close = difflib.get_close_matches(fault.node, known, n=1)
                 hint = f" (did you mean {close[0]}?)" if close else ""
-                raise ConfigError(
-                    f"no process {fault.node!r} in this run{hint}; its processes: {', '.join(known)}",
-                    str(self.run_dir / "cluster.json"),
+                raise UserError(
+                    f"{self.run_dir / 'cluster.json'}: no process {fault.node!r} in this run{hint}; "
+                    f"its processes: {', '.join(known)}"
                 )
 
     def run(self) -> int:
@@ -247,7 +247,7 @@ def run_nemesis(run_dir: Path, *, kills: list[str], stops: list[str], plan_file:
     if plan_file is not None:
         faults += load_plan(plan_file)
     if not faults:
-        raise ConfigError("nothing to inject: give --kill, --stop or --plan")
+        raise UserError("nothing to inject: give --kill, --stop or --plan")
     nemesis = Nemesis(run_dir, faults)
 
     def interrupted(signum: int, frame: object) -> None:
@@ -268,4 +268,4 @@ def load_plan(path: Path) -> list[Fault]:
         records = json.loads(path.read_text())
         return [Fault.from_record(r) for r in records]
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"not a fault plan ({exc})", str(path)) from None
+        raise UserError(f"{path}: not a fault plan ({exc})") from None

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from semiactive.config import ConfigError
-from semiactive.topology import Topology
+from semiactive.errors import UserError
 
 if TYPE_CHECKING:
     from semiactive.launcher.cluster import Cluster
+    from semiactive.topology import Topology
 
 
 class FaultKind(enum.StrEnum):
@@ -104,7 +104,7 @@ def parse_fault_specs(kills: Sequence[str], stops: Sequence[str]) -> list[Fault]
         m = pattern.match(spec)
         if not m:
             form = "NODE@SECONDS" if kind is FaultKind.KILL else "NODE@SECONDS:DURATION"
-            raise ConfigError(f"--{kind} {spec!r}: expected {form}")
+            raise UserError(f"--{kind} {spec!r}: expected {form}")
         duration = float(m.group("dur")) if kind is FaultKind.STOP else 0.0
         faults.append(Fault(m.group("node"), float(m.group("at")), kind, duration))
     return faults
@@ -115,7 +115,7 @@ def parse_faults(kills: Sequence[str], stops: Sequence[str], topology: Topology)
     faults = parse_fault_specs(kills, stops)
     for fault in faults:
         if fault.node not in topology.nodes:
-            raise ConfigError(
+            raise UserError(
                 f"--{fault.kind} {fault.spec()!r}: no node named {fault.node!r} "
                 f"(nodes: {', '.join(topology.nodes)})"
             )

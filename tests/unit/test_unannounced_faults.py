@@ -20,7 +20,7 @@ import pytest
 
 from semiactive import config, topology
 from semiactive.campaigns.nemesis import Nemesis, NemesisError, launcher_started, read_history, runs
-from semiactive.config import ConfigError
+from semiactive.errors import UserError
 from semiactive.launcher.faults import Fault, FaultKind
 from semiactive.launcher.measurements import analyse
 from semiactive.launcher.outcome import UNSERVED_LIMIT_S, stopped_stages, surviving_positions
@@ -198,7 +198,7 @@ def test_the_nemesis_signals_only_a_pid_that_runs_that_node(
 
 def test_the_nemesis_refuses_a_target_the_run_does_not_have(tmp_path: Path) -> None:
     _cluster_json(tmp_path, os.getpid())
-    with pytest.raises(ConfigError, match=r"no process 'node9' in this run \(did you mean node-9\?\)"):
+    with pytest.raises(UserError, match=r"no process 'node9' in this run \(did you mean node-9\?\)"):
         Nemesis(tmp_path, [Fault("node9", 4.0, FaultKind.KILL)]).run()
     assert not (tmp_path / "telemetry" / "nemesis.jsonl").exists()
 
