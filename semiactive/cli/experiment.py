@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from semiactive.cli.common import dated_dir, names, tag_option
-from semiactive.config import ConfigError
+from semiactive.errors import UserError
 
 if TYPE_CHECKING:
     from semiactive.cli.common import Subcommands
@@ -126,7 +126,7 @@ def _loads(text: str) -> list[float]:
             0.0 if v.strip() == "0" else parse_bytes_per_s(v.strip()) for v in text.split(",") if v.strip()
         ]
     except ValueError as exc:
-        raise ConfigError(f"--network-load {text!r}: {exc}") from None
+        raise UserError(f"--network-load {text!r}: {exc}") from None
     return loads or [0.0]
 
 
@@ -134,7 +134,7 @@ def _ints(text: str, option: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise ConfigError(f"{option} {text!r}: expected comma-separated integers") from None
+        raise UserError(f"{option} {text!r}: expected comma-separated integers") from None
     if not values or min(values) < 1:
-        raise ConfigError(f"{option} {text!r}: give positive integers")
+        raise UserError(f"{option} {text!r}: give positive integers")
     return values
