@@ -92,7 +92,7 @@ def test_an_unprotected_stage_killed_from_outside_stops_the_run_with_a_report(tm
         result = finish(launcher, run_dir)
     err = result.stderr
     assert result.returncode == 1, err
-    assert "stage stage-2 stopped: unprotected" in err and "LOST at sink" in err
+    assert "stage stage-2 stopped: unprotected" in err and "LOST at sink" in result.stdout  # the report
     report = json.loads((run_dir / "telemetry" / "report.json").read_text())
     (stopped,) = report["stopped"]
     assert stopped["stage"] == "stage-2"

@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.processes import ROOT, finish_verified, kill_node, semiactive, wait_for_sink, write_config
+from tests.processes import (
+    ROOT,
+    cluster_events,
+    finish_verified,
+    kill_node,
+    semiactive,
+    wait_for_sink,
+    write_config,
+)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -100,13 +108,25 @@ def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_a_kill_during_a_migration_is_survived(tmp_path: Path) -> None:
-    launcher, run_dir = _start(tmp_path, 9)
+    # Ended by SIGINT once join-1 was taken over: a run of fixed length
+    # ended, on a loaded machine, before the cluster had started whole.
+    launcher, run_dir = _start(tmp_path, 120)
     try:
         started = semiactive(
             "migrate", "join-1", "--to", "spare-1", "--run-dir", str(run_dir), "--wait", "0", timeout=20
         )
         assert started.returncode == 0, started.stderr
         kill_node(run_dir, "node-1")
+        wait_until(
+            lambda: [
+                e for e in cluster_events(run_dir) if e["event"] == "takeover" and e["stage"] == "join-1"
+            ],
+            what="join-1 taken over",
+            timeout=60,
+            interval=0.2,
+            ignoring=(ValueError,),  # a line being written
+        )
+        launcher.send_signal(signal.SIGINT)  # drains: the run must still be exact
     except BaseException:
         launcher.kill()
         raise
