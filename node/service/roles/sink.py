@@ -38,6 +38,9 @@ class SinkRole:
         self.t0: float | None = None
         self.latencies = array("d")
         self.delivered = 0
+        # Cumulative, for the status: rows whose latency was measured, and its sum.
+        self.latency_rows = 0
+        self.latency_sum_s = 0.0
         self.run_dir = run_dir
         self._out: IO[str] | None = None
         self._arrivals: IO[str] | None = None
@@ -103,6 +106,8 @@ class SinkRole:
                 now_ms = (clock.wall() - self.t0) * 1000
                 lat = [max(0.0, (now_ms - r[0]) / 1000) for r in rows]
                 self.latencies.extend(lat)
+                self.latency_rows += len(lat)
+                self.latency_sum_s += sum(lat)
                 observe = self.metrics.latency.observe
                 for x in lat[:: max(1, len(lat) // 64)]:
                     observe(x)
