@@ -37,6 +37,7 @@ NODES = _schema(
     ("t", D), ("node", S), ("since", D), ("stage", S), ("role", S), ("state", S), ("epoch", L),
     ("tuples_in", L), ("tuples_out", L), ("operator_rows", L), ("operator_busy_s", D),
     ("input_backlog_rows", L), ("output_log_rows", L), ("resyncs", L), ("finished", B),
+    ("latency_rows", L), ("latency_sum_s", D),
 )  # fmt: skip
 # Events: the union of the fields of docs/telemetry.md's events that the
 # report reads; the rest of a record is ignored.
