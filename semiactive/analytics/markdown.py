@@ -60,8 +60,9 @@ def figure_sections(result: ReportResult) -> list[str]:
     if timelines:
         lines = [
             "One per run outside a campaign: rows/s and kB/s per edge (data channel solid, backup "
-            "dashed) and the sinks' mean latency over time; faults (red, the failover shaded up to its "
-            "recovery), detections, takeovers, recoveries and re-protections marked.\n"
+            "dashed), the rows/s each sink received and its mean latency over time; faults (red, the "
+            "failover shaded up to its recovery), detections, takeovers, recoveries and re-protections "
+            "marked.\n"
         ]
         for f in timelines:
             lines.append(_drawn(f, result.out) if f.path else f"### {f.title}\n\nNot drawn: {f.missing}.\n")
@@ -115,12 +116,13 @@ def short_list(figures: list[Figure]) -> str:
 def render(result: ReportResult, inputs: list[Path], master: str) -> str:
     t = result.tables
     kinds = Counter(str(r.get("kind")) for r in t.get("runs", []))
-    campaigns = Counter(str(r.get("campaign")) for r in t.get("runs", []))
+    campaigns = Counter(str(r["campaign"]) for r in t.get("runs", []) if r.get("campaign") is not None)
+    named = ", ".join(f"{c} ({n})" for c, n in sorted(campaigns.items()))
     parts = [
         "# semiactive report\n",
-        f"Inputs: {', '.join(f'`{p}`' for p in inputs)}; {result.runs} runs "
-        f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}), campaigns: "
-        f"{', '.join(f'{c} ({n})' for c, n in sorted(campaigns.items()))}.",
+        f"Inputs: {', '.join(f'`{p}`' for p in inputs)}; {result.runs} run{'s' * (result.runs != 1)} "
+        f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}), "
+        + (f"campaigns: {named}." if named else "no campaign."),
         f"Spark master `{master}`; session {result.seconds.get('session', 0):.1f} s, tables "
         f"{result.seconds.get('tables', 0):.1f} s, figures {result.seconds.get('figures', 0):.1f} s.",
         "Tables (Parquet): " + ", ".join(f"`tables/{name}`" for name in t) + ".",

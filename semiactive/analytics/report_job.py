@@ -60,6 +60,7 @@ TABLES = (
     "edge_bandwidth",
     "faults",
     "edge_timeline",
+    "sink_deliveries",
     "sink_latency",
     "timeline_events",
     "overhead_runs",
@@ -113,6 +114,7 @@ def build_tables(spark: SparkSession, runs: list[Run], staging: Path) -> dict[st
     mine = F.col("run_id").isin([r.run_id for r in alone])
     sinks = frames.read(spark, alone, "nodes", staging).where(F.col("role") == "sink")
     t0 = agg.start_times(run_df, edges).cache()
+    widths = timeline.bin_widths(edges.where(mine), t0).cache()
     bandwidth = agg.per_second_bandwidth(edges, t0).cache()
     fault_rows = agg.faults(events, t0).cache()
     overhead = agg.overhead_per_run(edges, fault_rows, stages).cache()
@@ -122,7 +124,8 @@ def build_tables(spark: SparkSession, runs: list[Run], staging: Path) -> dict[st
         "stages": stages,
         "edge_bandwidth": bandwidth,
         "faults": fault_rows,
-        "edge_timeline": timeline.edge_timeline(edges.where(mine), t0),
+        "edge_timeline": timeline.edge_timeline(edges.where(mine), widths),
+        "sink_deliveries": timeline.sink_deliveries(frames.arrivals(spark, alone, staging), widths),
         "sink_latency": timeline.sink_latency(sinks, t0),
         "timeline_events": timeline.timeline_events(events.where(mine), t0),
         "overhead_runs": overhead,

@@ -1,6 +1,7 @@
 """A run's timeline figure (matplotlib, Agg): a lane of the run's faults,
 detections, takeovers, recoveries and re-protections; rows/s and kB/s per
-edge (data channel solid, backup dashed); the sinks' mean latency. Faults
+edge (data channel solid, backup dashed); the rows/s each sink received,
+in fine bins (a short failover shows as a gap); the sinks' mean latency. Faults
 are red lines through every panel, each failover (fault to recovered)
 shaded, the other events thin lines in their lane's colour."""
 
@@ -49,7 +50,8 @@ def draw(tables: Tables, out: Path) -> list[Figure]:
     )
     for run in alone[:TIMELINES]:
         key = _key(str(run.get("run") or "run"), used)
-        title = f"Timeline of run {run.get('run')}" + (
+        where = Path(str(run["run_id"]))  # its parent too: run directories are often named "run"
+        title = f"Timeline of {where.parent.name}/{where.name}" + (
             f" ({Path(run['config']).stem})" if run.get("config") else ""
         )
         rows = [r for r in tables.get("edge_timeline", []) if r["run_id"] == run["run_id"]]
@@ -104,7 +106,7 @@ def _series(points: list[tuple[float, float | None]], gap: float) -> tuple[list[
     return xs, ys
 
 
-def _steps(bins: list[tuple[float, float | None]], width: float) -> tuple[list[float], list[float]]:
+def _steps(bins: Sequence[tuple[float, float | None]], width: float) -> tuple[list[float], list[float]]:
     """Each bin ``[start, start + width)`` drawn flat at its value; a break
     where bins are missing."""
     xs: list[float] = []
@@ -120,52 +122,28 @@ def _steps(bins: list[tuple[float, float | None]], width: float) -> tuple[list[f
 
 
 def _draw(path: Path, title: str, run_id: str, rows: Rows, tables: Tables) -> None:
-    faults = [f for f in tables.get("faults", []) if f["run_id"] == run_id and f.get("at_s") is not None]
-    events = [e for e in tables.get("timeline_events", []) if e["run_id"] == run_id and e["at_s"] >= 0]
-    latency = [r for r in tables.get("sink_latency", []) if r["run_id"] == run_id]
-    width = float(rows[0]["width_s"])
-    end = max([float(r["at_s"]) + width for r in rows] + [float(r["at_s"]) for r in latency]) + width / 2
-    fig, axes = plt.subplots(
-        4, 1, figsize=(10, 9.5), sharex=True, gridspec_kw={"height_ratios": [1.1, 2.2, 2.2, 1.6]}
+    def mine(table: str) -> Rows:
+        return [r for r in tables.get(table, []) if r["run_id"] == run_id and r.get("at_s") is not None]
+
+    faults, events, latency, delivered = (
+        mine("faults"),
+        [e for e in mine("timeline_events") if e["at_s"] >= 0],
+        mine("sink_latency"),
+        mine("sink_deliveries"),
     )
-    lane, rates, volume, delay = axes
+    width = float(rows[0]["width_s"])
+    ends = [r["at_s"] + width for r in rows] + [r["at_s"] for r in latency + delivered]
+    end = max(ends) + width / 2
+    fig, axes = plt.subplots(
+        5, 1, figsize=(10, 11.5), sharex=True, gridspec_kw={"height_ratios": [1.1, 2.2, 2.2, 1.5, 1.5]}
+    )
+    lane, rates, volume, sinks, delay = axes
     _lane(lane, faults, events, end)
-    by_edge: dict[str, Rows] = defaultdict(list)
-    for r in rows:
-        by_edge[r["edge"]].append(r)
-    handles = []
-    for i, edge in enumerate(pipeline_order(list(by_edge))):
-        color = PALETTE[i % len(PALETTE)]
-        points = by_edge[edge]
-        for ax, unit, scale in ((rates, "rows", 1.0), (volume, "bytes", 1e-3)):
-            for channel, style, lw in (("main", "-", 1.8), ("backup", "--", 1.2)):
-                values = [(r["at_s"], _scaled(r[f"{channel}_{unit}_per_s"], scale)) for r in points]
-                if channel == "backup" and not any(v for _, v in values):
-                    continue  # an unprotected consumer: no backup channel
-                ax.plot(*_steps(values, width), style, color=color, linewidth=lw)
-        handles.append(Line2D([], [], color=color, linewidth=1.8, label=edge))
-    handles += [
-        Line2D([], [], color="black", linestyle="-", label="data channel"),
-        Line2D([], [], color="black", linestyle="--", linewidth=1.2, label="backup channel"),
-    ]
-    rates.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    rates.set_ylabel("rows/s per edge")
-    volume.set_ylabel("kB/s per edge")
-    by_sink: dict[str, list[tuple[float, float | None]]] = defaultdict(list)
-    for r in latency:
-        by_sink[r["sink"]].append((float(r["at_s"]), r["latency_ms"]))
-    for i, (sink, samples) in enumerate(sorted(by_sink.items())):
-        xs, ys = _series(samples, 3 * max(width, 0.25))
-        color = LATENCY if i == 0 else PALETTE[-i % len(PALETTE)]
-        delay.plot(xs, ys, ".-", color=color, linewidth=1.5, markersize=4, label=sink)
-    if by_sink:
-        delay.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, title="sink")
-    else:
-        delay.text(0.5, 0.5, "no latency samples in this run's telemetry", transform=delay.transAxes,
-                   ha="center", va="center", color="#777777")  # fmt: skip
-    delay.set_ylabel("sink latency (ms,\nmean per sample)")
-    delay.set_xlabel(f"seconds after t0 (bins of {width:g} s)")
-    for ax in (rates, volume, delay):
+    _edges(rates, volume, rows, width)
+    _deliveries(sinks, delivered)
+    _latency(delay, latency, width)
+    delay.set_xlabel(f"seconds after t0 (edges in bins of {width:g} s)")
+    for ax in (rates, volume, sinks, delay):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         _marks(ax, faults, events)
@@ -174,6 +152,73 @@ def _draw(path: Path, title: str, run_id: str, rows: Rows, tables: Tables) -> No
     fig.tight_layout()
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
+
+
+def _legend(ax: Any, **kwargs: Any) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kwargs)
+
+
+def _edges(rates: Any, volume: Any, rows: Rows, width: float) -> None:
+    """Rows/s and kB/s per edge, data channel solid, backup dashed."""
+    by_edge: dict[str, Rows] = defaultdict(list)
+    for r in rows:
+        by_edge[r["edge"]].append(r)
+    handles = []
+    for i, edge in enumerate(pipeline_order(list(by_edge))):
+        color = PALETTE[i % len(PALETTE)]
+        for ax, unit, scale in ((rates, "rows", 1.0), (volume, "bytes", 1e-3)):
+            for channel, style, lw in (("main", "-", 1.8), ("backup", "--", 1.2)):
+                values = [(r["at_s"], _scaled(r[f"{channel}_{unit}_per_s"], scale)) for r in by_edge[edge]]
+                if channel == "backup" and not any(v for _, v in values):
+                    continue  # an unprotected consumer: no backup channel
+                ax.plot(*_steps(values, width), style, color=color, linewidth=lw)
+        handles.append(Line2D([], [], color=color, linewidth=1.8, label=edge))
+    handles += [
+        Line2D([], [], color="black", linestyle="-", label="data channel"),
+        Line2D([], [], color="black", linestyle="--", linewidth=1.2, label="backup channel"),
+    ]
+    _legend(rates, handles=handles)
+    rates.set_ylabel("rows/s per edge")
+    volume.set_ylabel("kB/s per edge")
+
+
+def _sink_color(i: int) -> str:
+    return LATENCY if i == 0 else PALETTE[-i % len(PALETTE)]
+
+
+def _deliveries(ax: Any, rows: Rows) -> None:
+    """Rows/s each sink received, in fine bins (none delivered: 0)."""
+    by_sink: dict[str, dict[int, float]] = defaultdict(dict)
+    width = float(rows[0]["width_s"]) if rows else 0.0
+    for r in rows:
+        by_sink[r["sink"]][round(r["at_s"] / width)] = float(r["rows_per_s"])
+    for i, (sink, bins) in enumerate(sorted(by_sink.items())):
+        values = [(k * width, bins.get(k, 0.0)) for k in range(max(bins) + 1)]
+        ax.plot(*_steps(values, width), color=_sink_color(i), linewidth=1.2, label=sink)
+    if by_sink:
+        _legend(ax, title="sink")
+        ax.set_ylabel(f"rows/s delivered\n(bins of {width:g} s)")
+    else:
+        ax.set_ylabel("rows/s delivered")
+        _none(ax, "no sink arrivals in this run's telemetry")
+
+
+def _latency(ax: Any, rows: Rows, width: float) -> None:
+    by_sink: dict[str, list[tuple[float, float | None]]] = defaultdict(list)
+    for r in rows:
+        by_sink[r["sink"]].append((float(r["at_s"]), r["latency_ms"]))
+    for i, (sink, samples) in enumerate(sorted(by_sink.items())):
+        xs, ys = _series(samples, 3 * max(width, 0.25))
+        ax.plot(xs, ys, ".-", color=_sink_color(i), linewidth=1.5, markersize=4, label=sink)
+    if by_sink:
+        _legend(ax, title="sink")
+    else:
+        _none(ax, "no latency samples in this run's telemetry")
+    ax.set_ylabel("sink latency (ms,\nmean per sample)")
+
+
+def _none(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#777777")
 
 
 def _scaled(value: Any, scale: float) -> float | None:
@@ -204,8 +249,7 @@ def _lane(ax: Any, faults: Rows, events: Rows, end: float) -> None:
         k for k in LANES if k != "fault" and any(e["event"] == k for e in events)
     ]
     if not present:
-        ax.text(0.5, 0.5, "no fault in this run", transform=ax.transAxes, ha="center", va="center",
-                color="#777777")  # fmt: skip
+        _none(ax, "no fault in this run")
         ax.set_yticks([])
     y = {kind: -i for i, kind in enumerate(present)}
     for f in faults:

@@ -1,7 +1,7 @@
 """``semiactive report`` on one real run with a kill (a protected chain
 with spares; node-2 killed by the nemesis from outside) draws the run's
-timeline: rows/s per edge, the sink's latency, the kill, the detection and
-the takeover; report.md shows it before the campaign figures, which it
+timeline: rows/s per edge, the sink's deliveries and latency, the kill,
+the detection and the takeover; report.md shows it before the campaign figures, which it
 lists in one line as not drawn."""
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def test_one_run_with_a_kill_gets_its_timeline(spark: SparkSession, tmp_path: Pa
     ]
     assert sum(r["main_rows_per_s"] for r in after) > 0  # sec-2 sends after the takeover
     assert any(r["latency_ms"] is not None for r in report.tables["sink_latency"])
+    assert sum(r["rows_per_s"] * r["width_s"] for r in report.tables["sink_deliveries"]) > 1000
 
     [timeline] = [f for f in report.figures if f.kind == "timeline"]
     assert timeline.path is not None and timeline.path.stat().st_size > 30_000

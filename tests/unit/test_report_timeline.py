@@ -53,6 +53,10 @@ def _write(run: Path, files: dict[str, list[dict[str, Any]]]) -> None:
     (run / "cluster.json").write_text(json.dumps({"t0_unix": T0}))
     for name, records in files.items():
         (run / "telemetry" / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    # The sink's batches: wall time, first seq, rows; the last line torn by a kill.
+    batches = [(0.51, 1, 20), (0.53, 21, 20), (1.025, 41, 10), (1.51, 51, 50)]
+    lines = "".join(f"{T0 + t:.4f} {seq} {rows}\n" for t, seq, rows in batches)
+    (run / "telemetry" / "sink.arrivals").write_text(lines + f"{T0 + 1.9:.4f} 101")
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +123,15 @@ def test_rows_and_bytes_per_edge_count_the_senders_only(report: report_job.Repor
     ]  # fmt: skip
 
 
+def test_sink_deliveries_in_fine_bins(report: report_job.ReportResult) -> None:
+    rows = sorted(report.tables["sink_deliveries"], key=lambda r: r["at_s"])
+    assert _rounded(rows, "sink", "at_s", "width_s", "rows_per_s") == [
+        ("sink", 0.5, 0.05, 800.0),
+        ("sink", 1.0, 0.05, 200.0),
+        ("sink", 1.5, 0.05, 1000.0),
+    ]
+
+
 def test_sink_latency_is_the_mean_of_each_interval(report: report_job.ReportResult) -> None:
     rows = sorted(report.tables["sink_latency"], key=lambda r: r["at_s"])
     assert _rounded(rows, "sink", "at_s", "rows", "rows_per_s", "latency_ms") == [
@@ -149,9 +162,9 @@ def test_the_report_shows_the_timeline_first_and_lists_what_it_cannot_draw(
     assert timeline.path == report.out / "figures" / "timeline-run-1.png"
     assert timeline.path.stat().st_size > 30_000
     text = (report.out / "report.md").read_text()
-    assert text.index("## Timelines") < text.index(
-        "![Timeline of run run-1 (chain)](figures/timeline-run-1.png)"
-    )
+    assert "; 1 run (cluster: 1), no campaign.\n" in text
+    title = f"Timeline of {timeline.path.parents[2].name}/run-1 (chain)"  # <tmp>/run-1, <tmp>/out/figures
+    assert text.index("## Timelines") < text.index(f"![{title}](figures/timeline-run-1.png)")
     assert text.index("figures/timeline-run-1.png") < text.index("## Campaign figures")
     assert text.index("## Campaign figures") < text.index("## Bandwidth overhead per setting")
     assert text.count("Not drawn") == 1
