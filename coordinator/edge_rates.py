@@ -23,7 +23,7 @@ from semiactive.wire import control_pb2 as cpb
 
 WINDOW_S = 1.0
 MIN_SPAN_S = 0.3  # reports closer than this give no rate
-STALE_S = 1.5
+STALE_S = 0.5  # nodes report every 0.1 s or more often
 HISTORY = 240  # samples kept (2 minutes at the page's 0.5 s)
 SENDERS = ("source", "primary")
 

@@ -165,4 +165,4 @@ def test_a_cluster_without_a_network_gets_edge_rates_and_sink_latency() -> None:
     edges = {e["edge"]: e for e in view.snapshot(2.6)["edges"]}
     assert edges["select-2->select-3"]["rows_per_s"] == 0
     assert edges["node-0->select-1"]["rows_per_s"] == 1000
-    assert view.snapshot(2.6)["rates_history"]["latency_ms"] == {"sink": [None, 50.0, 50.0, 50.0, None]}
+    assert view.snapshot(2.6)["rates_history"]["latency_ms"] == {"sink": [None, 50.0, 50.0, None, None]}
