@@ -1,12 +1,15 @@
 """What the coordinator's web page shows, as JSON (pure).
 
 :class:`LiveView` follows the coordinator: it keeps the network usage over
-time (one sample per :meth:`sample`) and the latest control events (its
-own: migrations, re-placements, re-protections; and failovers, seen as a
-stage's epoch going up without a migration handing it over). A snapshot
-holds the topology (sites with positions, links with the bytes/s the
-current placement puts on them), every stage with its replicas and their
-sites, every node, the edges with rate and latency, u and its history.
+time (one sample per :meth:`sample`), rows/s per edge and the sinks'
+latency over time (:class:`~semiactive.coordinator.edge_rates.EdgeRates`,
+for any cluster), and the latest control events (its own: migrations,
+re-placements, re-protections; and failovers, seen as a stage's epoch going
+up without a migration handing it over). A snapshot holds every stage with
+its replicas, every node, the edges with their rows/s and bytes/s (data
+and backup channels) and the history of both; with a ``network:`` block
+also the topology (sites with positions, links with the bytes/s the
+current placement puts on them), each edge's latency, u and its history.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from semiactive.coordinator.edge_rates import EdgeRate, EdgeRates
 from semiactive.placement.network import Network
 
 if TYPE_CHECKING:
@@ -39,6 +43,7 @@ class LiveView:
         self.epochs: dict[str, int] = {}
         self.handed_over: set[tuple[str, int]] = set()
         self.listeners: list[deque[dict[str, Any]]] = []
+        self.rates = EdgeRates(e.id for e in coordinator.topology.edges)
         coordinator.events.observers.append(self._observe)
 
     def _observe(self, record: dict[str, Any]) -> None:
@@ -53,9 +58,12 @@ class LiveView:
         for queue in self.listeners:
             queue.append(record)
 
-    def sample(self, now_wall: float) -> None:
-        """Record u now, and a failover for every epoch that went up unasked."""
+    def sample(self, now_wall: float, now: float | None = None) -> None:
+        """Record rates and u now, and a failover for every epoch that went
+        up unasked; ``now``: the coordinator's clock (None: the newest
+        report's time)."""
         c = self.coordinator
+        self.rates.sample(c.nodes.values(), now, now_wall)
         for stage, view in c.views.items():
             before = self.epochs.get(stage)
             self.epochs[stage] = view.epoch
@@ -114,22 +122,49 @@ class LiveView:
             ],
             "events": list(self.events),
             "usage_history": [[round(t, 3), round(u, 3)] for t, u in self.usage],
+            "edges": [
+                {
+                    "edge": e.id,
+                    "from": _node_of(c, e.producer),
+                    "to": _node_of(c, e.consumer),
+                    "rows_per_s": round(rate.rows_per_s, 1),
+                    "bytes_per_s": round(rate.bytes_per_s, 1),
+                    "backup_rows_per_s": round(rate.backup_rows_per_s, 1),
+                    "backup_bytes_per_s": round(rate.backup_bytes_per_s, 1),
+                }
+                for e in c.topology.edges
+                for rate in [self.rates.current.get(e.id) or EdgeRate(e.id, 0.0, 0.0, 0.0, 0.0)]
+            ],
+            "rates_history": _history(self.rates),
         }
         if c.monitor is not None and c.topology.network is not None:
             edges = c.monitor.edges(c)
             out["usage_bytes"] = c.monitor.usage_bytes(c)
-            out["edges"] = [
-                {
-                    "edge": e.edge,
-                    "from": e.producer_node,
-                    "to": e.consumer_node,
-                    "rate_bytes_per_s": round(e.rate_bytes_per_s, 1),
-                    "latency_ms": round(e.latency_s * 1000, 3),
-                }
-                for e in edges
-            ]
+            for row, e in zip(out["edges"], edges, strict=True):
+                row["rate_bytes_per_s"] = round(e.rate_bytes_per_s, 1)
+                row["latency_ms"] = round(e.latency_s * 1000, 3)
             out["network"] = _network(c.topology.network.network, c, edges)
         return out
+
+
+def _node_of(c: Coordinator, stage: str) -> str:
+    view = c.views.get(stage)
+    return view.primary if view is not None else c.topology.stages[stage].primary
+
+
+def _history(rates: EdgeRates) -> dict[str, Any]:
+    """Rows/s per edge and latency per sink, one value per sample (null: none)."""
+    points = list(rates.history)
+    sinks = sorted({s for _, _, latency in points for s in latency})
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else round(v, 1)
+
+    return {
+        "t": [round(t, 3) for t, _, _ in points],
+        "rows_per_s": {e: [round(r.get(e, 0.0), 1) for _, r, _ in points] for e in rates.edges},
+        "latency_ms": {s: [ms(latency.get(s)) for _, _, latency in points] for s in sinks},
+    }
 
 
 def _network(network: Network, c: Coordinator, edges: list[Any]) -> dict[str, Any]:

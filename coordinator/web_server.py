@@ -39,9 +39,9 @@ class WebServer:
         return await asyncio.start_server(self._answer, sock=bind(host, port))
 
     async def sample(self) -> None:
-        """Record u and failovers for the page's history, forever."""
+        """Record rates, u and failovers for the page's history, forever."""
         while True:
-            self.view.sample(clock.wall())
+            self.view.sample(clock.wall(), clock.monotonic())
             await asyncio.sleep(PERIOD_S)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

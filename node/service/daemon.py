@@ -375,6 +375,8 @@ class NodeDaemon:
             operator = self.replica.replica.operator
             st.operator_rows, st.operator_busy_s = operator.rows_in, operator.busy_s
             st.input_backlog = self.replica.replica.inputs.backlog
+        if self.sink is not None:
+            st.latency_rows, st.latency_sum_s = self.sink.latency_rows, self.sink.latency_sum_s
         return st
 
     def _outbound(self) -> Outbound | None:

@@ -44,10 +44,13 @@ def start_times(runs: DataFrame, edges: DataFrame) -> DataFrame:
     )
 
 
-def _intervals(edges: DataFrame) -> DataFrame:
-    """Consecutive ``out`` samples of one series as intervals with deltas."""
+def intervals(edges: DataFrame) -> DataFrame:
+    """Consecutive ``out`` samples of one series as intervals with deltas
+    (``d_data``, ``d_backup``: bytes; ``d_data_rows``, ``d_backup_rows``)."""
     series = Window.partitionBy("run_id", "node", "since", "edge").orderBy("t")
-    prev = {c: F.lag(c).over(series) for c in ("t", "data_bytes", "backup_bytes", "batch_size")}
+    counters = {"data_bytes": "d_data", "backup_bytes": "d_backup", "data_rows": "d_data_rows",
+                "backup_rows": "d_backup_rows"}  # fmt: skip
+    prev = {c: F.lag(c).over(series) for c in ("t", "batch_size", *counters)}
     return (
         edges.where(F.col("direction") == "out")
         .select(
@@ -60,10 +63,25 @@ def _intervals(edges: DataFrame) -> DataFrame:
             "batch_size",
             prev["t"].alias("prev_t"),
             prev["batch_size"].alias("prev_batch_size"),
-            F.greatest(F.lit(0), F.col("data_bytes") - prev["data_bytes"]).alias("d_data"),
-            F.greatest(F.lit(0), F.col("backup_bytes") - prev["backup_bytes"]).alias("d_backup"),
+            *(F.greatest(F.lit(0), F.col(c) - prev[c]).alias(d) for c, d in counters.items()),
         )
         .where(F.col("prev_t").isNotNull() & (F.col("t") > F.col("prev_t")))
+    )
+
+
+def spread(iv: DataFrame, width: Column) -> DataFrame:
+    """Intervals (with ``t0``) over bins of ``width`` seconds after t0: a
+    row per interval and bin ``k`` ([k w, (k+1) w)) it overlaps, with
+    ``a``, ``b`` (its ends after t0), ``overlap`` and ``share`` (of it in
+    the bin)."""
+    k = F.col("k")
+    return (
+        iv.withColumn("a", F.col("prev_t") - F.col("t0"))
+        .withColumn("b", F.col("t") - F.col("t0"))
+        .withColumn("k", F.explode(F.sequence(F.floor(F.col("a") / width), F.ceil(F.col("b") / width) - 1)))
+        .withColumn("overlap", F.least("b", (k + 1) * width) - F.greatest("a", k * width))
+        .where(F.col("overlap") > 0)
+        .withColumn("share", F.col("overlap") / (F.col("b") - F.col("a")))
     )
 
 
@@ -72,22 +90,13 @@ def per_second_bandwidth(edges: DataFrame, t0: DataFrame) -> DataFrame:
     backup_bytes_per_s, batch_size, coverage_s``; ``second`` k is [k, k+1)
     after the run's t0; ``batch_size`` is B in force at its end (0: no
     backup) on the producer's primary."""
-    iv = _intervals(edges).join(t0, "run_id")
-    a, b = F.col("prev_t") - F.col("t0"), F.col("t") - F.col("t0")
+    binned = spread(intervals(edges).join(t0, "run_id"), F.lit(1.0)).withColumnRenamed("k", "second")
     k = F.col("second")
-    spread = (
-        iv.withColumn("a", a)
-        .withColumn("b", b)
-        .withColumn("second", F.explode(F.sequence(F.floor("a"), F.ceil("b") - 1)))
-        .withColumn("overlap", F.least("b", k + 1) - F.greatest("a", k))
-        .where(F.col("overlap") > 0)
-        .withColumn("share", F.col("overlap") / (F.col("b") - F.col("a")))
-    )
     held_end = F.col("b") <= k + 1
     primary = F.col("role").isin("source", "primary")
     b_held = F.when(primary, F.when(held_end, F.col("batch_size")).otherwise(F.col("prev_batch_size")))
     b_time = F.when(primary, F.when(held_end, F.col("b")).otherwise(F.col("a")))
-    per_series = spread.groupBy("run_id", "edge", "node", "since", "second").agg(
+    per_series = binned.groupBy("run_id", "edge", "node", "since", "second").agg(
         F.sum(F.col("d_data") * F.col("share")).alias("data"),
         F.sum(F.col("d_backup") * F.col("share")).alias("backup"),
         F.sum("overlap").alias("coverage"),
@@ -115,8 +124,9 @@ def per_second_bandwidth(edges: DataFrame, t0: DataFrame) -> DataFrame:
 
 
 def faults(events: DataFrame, t0: DataFrame) -> DataFrame:
-    """One row per fault: ``run_id, fault, target, kind, origin, fault_t,
-    at_s, detected_by, detected_stage, detection_ms, recovery_ms``."""
+    """One row per fault: ``run_id, fault, target, fault_kind, origin,
+    fault_t, at_s, duration_s`` (an injected freeze's), ``detected_by,
+    detected_stage, detection_ms, recovery_ms``."""
     ev = events.alias("e")
     injected = ev.where(F.col("event") == "fault_injected").select(
         "run_id",
@@ -210,6 +220,7 @@ def faults(events: DataFrame, t0: DataFrame) -> DataFrame:
             "origin",
             "fault_t",
             "at_s",
+            "duration_s",
             "detected_by",
             "detected_stage",
             # (greatest() skips nulls: an undetected fault must stay null)

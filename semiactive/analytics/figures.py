@@ -39,13 +39,15 @@ ENGINE = "python bench/recursion.py --campaign runs/engine"
 @dataclass
 class Figure:
     """One figure: drawn to ``path``, or ``missing`` says why not and
-    ``command`` what makes its input."""
+    ``command`` what makes its input; ``kind``: ``timeline`` (one run's)
+    or ``campaign``."""
 
     key: str
     title: str
     path: Path | None = None
     missing: str | None = None
     command: str | None = None
+    kind: str = "campaign"
 
 
 def _sweep(tables: Tables, table: str) -> Rows:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from semiactive.analytics.figures import Figure
     from semiactive.analytics.report_job import ReportResult
 
 Rows = list[dict[str, Any]]
@@ -45,27 +47,87 @@ def _section(title: str, text: str) -> str:
     return f"\n## {title}\n\n{text}"
 
 
+def _drawn(f: Figure, out: Path) -> str:
+    return f"### {f.title}\n\n![{f.title}]({os.path.relpath(f.path or '', out)})\n"
+
+
+def figure_sections(result: ReportResult) -> list[str]:
+    """Each run's timeline first, then the campaign figures drawn, then
+    one short list of those not drawn (what each needs folded below)."""
+    sections = []
+    timelines = [f for f in result.figures if f.kind == "timeline"]
+    alone = sum(1 for r in result.tables.get("runs", []) if r.get("campaign") is None)
+    if timelines:
+        lines = [
+            "One per run outside a campaign: rows/s and kB/s per edge (data channel solid, backup "
+            "dashed), the rows/s each sink received and its mean latency over time; faults (red, the "
+            "failover shaded up to its recovery), detections, takeovers, recoveries and re-protections "
+            "marked.\n"
+        ]
+        for f in timelines:
+            lines.append(_drawn(f, result.out) if f.path else f"### {f.title}\n\nNot drawn: {f.missing}.\n")
+        if alone > len(timelines):
+            lines.append(f"({alone - len(timelines)} more runs outside a campaign: report them apart.)\n")
+        sections.append(_section("Timelines", "\n".join(lines)))
+    campaign = [f for f in result.figures if f.kind == "campaign"]
+    lines = [_drawn(f, result.out) for f in campaign if f.path is not None]
+    missing = [f for f in campaign if f.path is None]
+    if missing:
+        need = (
+            "need a campaign" if alone == len(result.tables.get("runs", [])) else "what each needs is below"
+        )
+        lines.append(f"Not drawn ({need}): {short_list(missing)}.\n")
+        why: dict[tuple[str, str], list[Figure]] = {}
+        for f in missing:
+            why.setdefault((str(f.missing), str(f.command)), []).append(f)
+        lines.append("<details><summary>What they need</summary>\n")
+        lines += [
+            f"- {short_list(fs)}: {reason}; made by `{command}`" for (reason, command), fs in why.items()
+        ]
+        lines.append("\n</details>\n")
+    if lines:
+        sections.append(_section("Campaign figures" if timelines else "Figures", "\n".join(lines)))
+    return sections
+
+
+def short_list(figures: list[Figure]) -> str:
+    """``Seed 002 Figs. 4-13; Seed 001 Figs. 8-10`` from the titles."""
+    groups: dict[str, list[int]] = {}
+    others = []
+    for f in figures:
+        match = re.match(r"(.+?) Fig\. (\d+)", f.title)
+        if match:
+            groups.setdefault(match[1], []).append(int(match[2]))
+        else:
+            others.append(f.title)
+    parts = []
+    for prefix, numbers in groups.items():
+        ranges: list[list[int]] = []
+        for n in sorted(set(numbers)):
+            if ranges and n == ranges[-1][1] + 1:
+                ranges[-1][1] = n
+            else:
+                ranges.append([n, n])
+        text = ", ".join(f"{a}" if a == b else f"{a}-{b}" if b > a + 1 else f"{a}, {b}" for a, b in ranges)
+        parts.append(f"{prefix} Fig{'s' * (len(numbers) > 1)}. {text}")
+    return "; ".join(parts + others)
+
+
 def render(result: ReportResult, inputs: list[Path], master: str) -> str:
     t = result.tables
     kinds = Counter(str(r.get("kind")) for r in t.get("runs", []))
-    campaigns = Counter(str(r.get("campaign")) for r in t.get("runs", []))
+    campaigns = Counter(str(r["campaign"]) for r in t.get("runs", []) if r.get("campaign") is not None)
+    named = ", ".join(f"{c} ({n})" for c, n in sorted(campaigns.items()))
     parts = [
         "# semiactive report\n",
-        f"Inputs: {', '.join(f'`{p}`' for p in inputs)}; {result.runs} runs "
-        f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}), campaigns: "
-        f"{', '.join(f'{c} ({n})' for c, n in sorted(campaigns.items()))}.",
+        f"Inputs: {', '.join(f'`{p}`' for p in inputs)}; {result.runs} run{'s' * (result.runs != 1)} "
+        f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}), "
+        + (f"campaigns: {named}." if named else "no campaign."),
         f"Spark master `{master}`; session {result.seconds.get('session', 0):.1f} s, tables "
         f"{result.seconds.get('tables', 0):.1f} s, figures {result.seconds.get('figures', 0):.1f} s.",
         "Tables (Parquet): " + ", ".join(f"`tables/{name}`" for name in t) + ".",
     ]
-    fig_lines = []
-    for f in result.figures:
-        if f.path is not None:
-            rel = os.path.relpath(f.path, result.out)
-            fig_lines.append(f"### {f.title}\n\n![{f.title}]({rel})\n")
-        else:
-            fig_lines.append(f"### {f.title}\n\nNot drawn: {f.missing}. Made by: `{f.command}`\n")
-    parts.append(_section("Figures", "\n".join(fig_lines)))
+    parts += figure_sections(result)
     parts.append(
         _section(
             "Bandwidth overhead per setting",

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from semiactive.analytics import aggregates as agg
 from semiactive.analytics import figures as figs
 from semiactive.analytics import telemetry_frames as frames
+from semiactive.analytics import timeline, timeline_figure
 from semiactive.analytics.markdown import write_report
-from semiactive.analytics.runs import ReportInputError, Run, discover
+from semiactive.analytics.runs import TIMELINES, ReportInputError, Run, discover, outside_campaigns
 
 DEFAULT_MASTER = "local[2]"
 SESSION_CONF = {
@@ -57,6 +59,10 @@ TABLES = (
     "stages",
     "edge_bandwidth",
     "faults",
+    "edge_timeline",
+    "sink_deliveries",
+    "sink_latency",
+    "timeline_events",
     "overhead_runs",
     "overhead_by_setting",
     "recovery_by_setting",
@@ -104,7 +110,11 @@ def build_tables(spark: SparkSession, runs: list[Run], staging: Path) -> dict[st
     events = frames.read(spark, runs, "events", staging).cache()
     tuning = frames.read(spark, runs, "tuning", staging)
     engine = frames.read(spark, runs, "engine", staging)
+    alone = outside_campaigns(runs)[:TIMELINES]
+    mine = F.col("run_id").isin([r.run_id for r in alone])
+    sinks = frames.read(spark, alone, "nodes", staging).where(F.col("role") == "sink")
     t0 = agg.start_times(run_df, edges).cache()
+    widths = timeline.bin_widths(edges.where(mine), t0).cache()
     bandwidth = agg.per_second_bandwidth(edges, t0).cache()
     fault_rows = agg.faults(events, t0).cache()
     overhead = agg.overhead_per_run(edges, fault_rows, stages).cache()
@@ -114,6 +124,10 @@ def build_tables(spark: SparkSession, runs: list[Run], staging: Path) -> dict[st
         "stages": stages,
         "edge_bandwidth": bandwidth,
         "faults": fault_rows,
+        "edge_timeline": timeline.edge_timeline(edges.where(mine), widths),
+        "sink_deliveries": timeline.sink_deliveries(frames.arrivals(spark, alone, staging), widths),
+        "sink_latency": timeline.sink_latency(sinks, t0),
+        "timeline_events": timeline.timeline_events(events.where(mine), t0),
         "overhead_runs": overhead,
         "overhead_by_setting": agg.overhead_by_setting(overhead, run_df, stages),
         "recovery_by_setting": agg.recovery_by_setting(fault_rows, run_df, stages),
@@ -123,6 +137,17 @@ def build_tables(spark: SparkSession, runs: list[Run], staging: Path) -> dict[st
         "engine_runs": engine_runs,
         "engine_summary": agg.engine_summary(engine),
     }
+
+
+def figures_line(figures: list[figs.Figure]) -> str:
+    """``1 timeline, 0 campaign figures drawn (13 need a campaign)``."""
+    timelines = sum(1 for f in figures if f.kind == "timeline" and f.path is not None)
+    campaign = [f for f in figures if f.kind == "campaign"]
+    drawn = sum(1 for f in campaign if f.path is not None)
+    return (
+        f"{timelines} timeline{'s' * (timelines != 1)}, {drawn} campaign figure{'s' * (drawn != 1)} drawn"
+        f" ({len(campaign) - drawn} need a campaign)"
+    )
 
 
 @dataclass
@@ -182,10 +207,11 @@ def run_report(
             spark.catalog.clearCache()  # the frames build_tables cached
         shutil.rmtree(out / "staging", ignore_errors=True)
     t = time.monotonic()
-    result.figures = figs.draw(result.tables, out / "figures")
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    result.figures = timeline_figure.draw(result.tables, out / "figures")
+    result.figures += figs.draw(result.tables, out / "figures")
     result.seconds["figures"] = time.monotonic() - t
-    drawn = sum(1 for f in result.figures if f.path is not None)
-    say(f"{drawn} figures drawn, {len(result.figures) - drawn} missing")
+    say(figures_line(result.figures))
     result.seconds["total"] = time.monotonic() - started
     write_report(result, inputs, str(shown))
     say(f"wrote {out / 'report.md'} ({result.seconds['total']:.1f} s)")

@@ -26,6 +26,7 @@ TELEMETRY = "telemetry"
 SEARCH_DEPTH = 4  # directories below a given one searched for runs
 # Telemetry file kinds (``<kind>-<process>.jsonl``).
 KINDS = ("edges", "nodes", "events", "tuning", "engine")
+TIMELINES = 12  # runs outside a campaign that get a timeline, the first by directory
 
 
 class ReportInputError(UserError):
@@ -80,6 +81,12 @@ class Run:
         """A run parameter, falling back to the campaign's (``duration``)."""
         value = self.params.get(key)
         return self.campaign_params.get(key) if value is None else value
+
+
+def outside_campaigns(runs: list[Run]) -> list[Run]:
+    """The runs that belong to no campaign, by directory: the first
+    ``TIMELINES`` get a timeline."""
+    return sorted((r for r in runs if r.campaign is None), key=lambda r: r.run_id)
 
 
 def _json(path: Path) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ NODES = _schema(
     ("t", D), ("node", S), ("since", D), ("stage", S), ("role", S), ("state", S), ("epoch", L),
     ("tuples_in", L), ("tuples_out", L), ("operator_rows", L), ("operator_busy_s", D),
     ("input_backlog_rows", L), ("output_log_rows", L), ("resyncs", L), ("finished", B),
+    ("latency_rows", L), ("latency_sum_s", D),
 )  # fmt: skip
 # Events: the union of the fields of docs/telemetry.md's events that the
 # report reads; the rest of a record is ignored.
@@ -139,6 +140,16 @@ def _directory_of(path_column: Column) -> Column:
     return F.regexp_extract(decoded, r"^(.*)/[^/]*$", 1)
 
 
+def _directories(spark: SparkSession, files: dict[Path, str], path: Path) -> DataFrame:
+    """``directory, run_id`` of the files read."""
+    return local_frame(
+        spark,
+        sorted({(str(p.parent), run_id) for p, run_id in files.items()}),
+        _schema(("directory", S), ("run_id", S)),
+        path,
+    )
+
+
 def read(spark: SparkSession, runs: list[Run], kind: str, staging: Path) -> DataFrame:
     """Every ``<kind>-*.jsonl`` record of ``runs`` with its ``run_id``."""
     schema = SCHEMAS[kind]
@@ -149,12 +160,7 @@ def read(spark: SparkSession, runs: list[Run], kind: str, staging: Path) -> Data
     out_schema = T.StructType([T.StructField("run_id", S), *schema.fields])
     if not files:
         return local_frame(spark, [], out_schema, staging / f"{kind}-none.jsonl")
-    directories = local_frame(
-        spark,
-        sorted({(str(path.parent), run_id) for path, run_id in files.items()}),
-        _schema(("directory", S), ("run_id", S)),
-        staging / f"{kind}-directories.jsonl",
-    )
+    directories = _directories(spark, files, staging / f"{kind}-directories.jsonl")
     records = (
         spark.read.schema(schema)
         .option("mode", "PERMISSIVE")
@@ -166,4 +172,34 @@ def read(spark: SparkSession, runs: list[Run], kind: str, staging: Path) -> Data
         records.where(F.col("t").isNotNull() & F.col(key).isNotNull())
         .join(F.broadcast(directories), "directory")
         .select(*out_schema.fieldNames())
+    )
+
+
+ARRIVALS = _schema(("run_id", S), ("sink", S), ("t", D), ("first_seq", L), ("rows", L))
+
+
+def arrivals(spark: SparkSession, runs: list[Run], staging: Path) -> DataFrame:
+    """The sinks' ``<sink>.arrivals`` lines (wall time, first seq, rows of
+    each batch delivered) of ``runs``: ``run_id, sink, t, first_seq, rows``."""
+    files = {p: run.run_id for run in runs for p in sorted((run.path / "telemetry").glob("*.arrivals"))}
+    if not files:
+        return local_frame(spark, [], ARRIVALS, staging / "arrivals-none.jsonl")
+    directories = _directories(spark, files, staging / "arrivals-directories.jsonl")
+    fields = F.split(F.trim("value"), " +")
+    lines = (
+        spark.read.text([str(p) for p in files])
+        .withColumn("path", F.col("_metadata.file_path"))
+        .select(
+            _directory_of(F.col("path")).alias("directory"),
+            F.regexp_extract("path", r"([^/]+)\.arrivals$", 1).alias("sink"),
+            # (a torn line has fewer fields: null, as is one that is no number)
+            F.get(fields, 0).try_cast("double").alias("t"),
+            F.get(fields, 1).try_cast("long").alias("first_seq"),
+            F.get(fields, 2).try_cast("long").alias("rows"),
+        )
+    )
+    return (
+        lines.where(F.col("t").isNotNull() & F.col("rows").isNotNull())  # a line a kill tore
+        .join(F.broadcast(directories), "directory")
+        .select(*ARRIVALS.fieldNames())
     )

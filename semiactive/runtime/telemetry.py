@@ -41,6 +41,8 @@ def node_record(status: cpb.NodeStatus, t: float, since: float) -> dict[str, Any
         "output_log_rows": status.outputs[0].retained if status.outputs else 0,
         "resyncs": status.resyncs,
         "finished": status.finished,
+        "latency_rows": status.latency_rows,
+        "latency_sum_s": status.latency_sum_s,
     }
 
 

@@ -1,11 +1,13 @@
-"""The coordinator's web page (the placement paper's GUI) in a real browser: Debian's
+"""The coordinator's web page (seed 004's GUI) in a real browser: Debian's
 chromium, driven by its chromedriver, loads the page of a running cluster
 (examples/replacement-chain.yaml), which follows it live over Server-Sent
 Events. The test reads what the page shows: the sites and links of the
 topology with the nodes standing at each, the stages with their replicas,
 the network usage, and the re-placement's migration as it happens; then
 it saves a screenshot (SEMIACTIVE_WEB_SCREENSHOT=PATH copies it there, as
-docs/results/web-page.png was made)."""
+docs/results/web-page.png was made). An ordinary cluster (no ``network:``
+block) shows no network panel, and rows/s per edge and the sink's latency
+over time."""
 
 from __future__ import annotations
 
@@ -15,7 +17,10 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,46 +54,72 @@ def _serving(run_dir: Path) -> int:
     return int(port)
 
 
-def rows_of(browser: object) -> list[str]:
-    """The stages table, each row's cells joined by |."""
+def rows_of(browser: object, table: str = "stages") -> list[str]:
+    """A table's rows, each row's cells joined by |."""
     script = (
-        "return [...document.querySelectorAll('#stages tbody tr')]"
+        "return [...document.querySelectorAll(`#${arguments[0]} tbody tr`)]"
         ".map(r => [...r.cells].map(c => c.textContent).join('|'))"
     )
-    return list(browser.execute_script(script))  # type: ignore[attr-defined]
+    return list(browser.execute_script(script, table))  # type: ignore[attr-defined]
 
 
-def test_the_page_shows_the_cluster_and_its_migration_live(tmp_path: Path) -> None:
+@contextmanager
+def page_of(config: Path, run_dir: Path, duration: float) -> Iterator[Any]:
+    """A browser on the live page of ``cluster up CONFIG``; the run must
+    end well (exit 0, nothing left running)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    run_dir = tmp_path / "run"
-    config = ROOT / "examples" / "replacement-chain.yaml"
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "semiactive", "cluster", "up", str(config),
-         "--duration", "10", "--run-dir", str(run_dir), "--quiet"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or ""
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
         options.add_argument(arg)
     options.add_argument("--window-size=1300,1200")
-    browser = None
+    # The browser first: on a loaded machine it takes seconds to start,
+    # which the run would spend without it.
+    browser = webdriver.Chrome(service=Service(shutil.which("chromedriver") or ""), options=options)
+    launcher, err = None, ""
     try:
-        port = _http_port(run_dir)
-        browser = webdriver.Chrome(service=Service(shutil.which("chromedriver") or ""), options=options)
-        browser.get(f"http://127.0.0.1:{port}/")
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "semiactive", "cluster", "up", str(config),
+             "--duration", str(duration), "--run-dir", str(run_dir), "--quiet"],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        browser.get(f"http://127.0.0.1:{_http_port(run_dir)}/")
+        yield browser
+    finally:
+        browser.quit()
+        try:
+            if launcher is not None:
+                err = launcher.communicate(timeout=60)[1]
+        finally:
+            if launcher is not None and launcher.poll() is None:
+                launcher.kill()
+                launcher.wait()
+    assert_no_processes(str(run_dir))
+    assert launcher.returncode == 0, err
 
-        # The page redraws on every snapshot: read it in one script, never by element handles.
-        def shown(selector: str, attribute: str = "") -> list[str]:
-            assert browser is not None
-            script = (
-                "return [...document.querySelectorAll(arguments[0])]"
-                ".map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.textContent)"
-            )
-            return list(browser.execute_script(script, selector, attribute))
 
+def reader(browser: Any) -> Callable[..., list[str]]:
+    """``shown(selector, attribute="")``: the text (or an attribute) of
+    every match. The page redraws on every snapshot: read it in one
+    script, never by element handles."""
+
+    def shown(selector: str, attribute: str = "") -> list[str]:
+        script = (
+            "return [...document.querySelectorAll(arguments[0])]"
+            ".map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.textContent)"
+        )
+        return list(browser.execute_script(script, selector, attribute))
+
+    return shown
+
+
+def test_the_page_shows_the_cluster_and_its_migration_live(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    config = ROOT / "examples" / "replacement-chain.yaml"
+    with page_of(config, run_dir, 10) as browser:
+        shown = reader(browser)
         events = wait_until(
             lambda: shown("#events li"),
             until=lambda events: any(" migrated " in t for t in events),
@@ -125,19 +156,48 @@ def test_the_page_shows_the_cluster_and_its_migration_live(tmp_path: Path) -> No
         labels = dict(zip(shown("#map text", "data-node"), shown("#map text"), strict=True))
         assert labels["spare-east"] == "spare-east join-1" and labels["quotes"] == "quotes"
         assert len(shown("#history polyline")) == 1
+        assert browser.execute_script("return document.getElementById('network-row').hidden") is False
         screenshot = tmp_path / "web-page.png"
         assert browser.save_screenshot(str(screenshot))
         if os.environ.get("SEMIACTIVE_WEB_SCREENSHOT"):
             shutil.copy(screenshot, os.environ["SEMIACTIVE_WEB_SCREENSHOT"])
-    finally:
-        if browser is not None:
-            browser.quit()
-        try:
-            launcher.communicate(timeout=60)
-        finally:
-            if launcher.poll() is None:
-                launcher.kill()
-                launcher.wait()
-    assert_no_processes(str(run_dir))
-    assert launcher.returncode == 0
     assert screenshot.stat().st_size > 10_000
+
+
+def test_an_ordinary_cluster_shows_rows_and_latency_and_no_network_panel(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    config = ROOT / "examples" / "paper-chain-ha.yaml"  # no network: block
+    with page_of(config, run_dir, 8) as browser:
+        shown = reader(browser)
+
+        def rows_per_s() -> dict[str, float]:
+            return {
+                cells[0]: float(cells[3])
+                for cells in (r.split("|") for r in rows_of(browser, "edges"))
+                if len(cells) > 3
+            }
+
+        wait_until(
+            lambda: rows_per_s().get("select-2->select-3", 0) > 0 and len(shown("#latency polyline")) > 0,
+            what="rows/s on the edges and a latency series",
+            timeout=30,
+            interval=0.3,
+        )
+        rates = rows_per_s()
+        assert set(rates) == {
+            "node-0->select-1",
+            "select-1->select-2",
+            "select-2->select-3",
+            "select-3->sink",
+        }
+        assert all(v > 0 for v in rates.values()), rates
+        assert set(shown("#rates polyline", "data-series")) == set(rates)
+        assert shown("#latency polyline", "data-series")[0] == "sink"
+        assert any(t.startswith("sink: ") and t.endswith(" ms") for t in shown("#latency-legend span"))
+        assert browser.execute_script("return document.getElementById('network-row').hidden") is True
+        assert not browser.find_element("id", "map").is_displayed()
+        assert not browser.find_element("id", "usage").is_displayed()
+        screenshot = tmp_path / "web-page-plain.png"
+        assert browser.save_screenshot(str(screenshot))
+        if os.environ.get("SEMIACTIVE_WEB_SCREENSHOT_PLAIN"):
+            shutil.copy(screenshot, os.environ["SEMIACTIVE_WEB_SCREENSHOT_PLAIN"])

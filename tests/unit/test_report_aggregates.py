@@ -481,7 +481,15 @@ def test_parquet_report_and_figures_are_written(report: report_job.ReportResult)
     assert "--network-load" in str(missing["seed002-fig8"])
     assert "operator=aggregate" in str(missing["seed002-fig6"])
     text = (report.out / "report.md").read_text()
-    assert "![Seed 002 Fig. 4" in text and "Made by: `semiactive experiment asas --scenario cost" in text
+    assert "![Seed 002 Fig. 4" in text and "## Timelines" not in text
+    assert (
+        text.count("Not drawn") == 1
+        and "Not drawn (what each needs is below): Seed 002 Figs. 6-9, 12, 13" in text
+    )
+    assert (
+        "- Seed 002 Fig. 12: no A-SAS cost campaign; made by `semiactive experiment asas --scenario cost"
+        in text
+    )
 
 
 def test_a_run_directory_given_directly_is_a_run(tmp_path: Path) -> None:

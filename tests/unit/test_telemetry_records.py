@@ -66,6 +66,14 @@ def test_a_status_flattens_into_one_node_record_and_one_record_per_edge() -> Non
     assert {r["role"] for r in records["edges"]} == {"primary"}
 
 
+def test_a_sinks_sample_carries_its_latency_counters() -> None:
+    st = cpb.NodeStatus(name="sink", role="sink", stage="sink", latency_rows=500, latency_sum_s=12.5)
+    (node,) = telemetry.sample(st, t=1.0, since=0.0)["nodes"]
+    assert (node["latency_rows"], node["latency_sum_s"]) == (500, 12.5)
+    (other,) = telemetry.sample(_status(), t=1.0, since=0.0)["nodes"]
+    assert (other["latency_rows"], other["latency_sum_s"]) == (0, 0.0)
+
+
 def _documented_fields(heading: str) -> set[str]:
     """Field names in the first column of the table under ``heading``."""
     section = DOC.read_text().split(heading, 1)[1].split("\n## ", 1)[0]

@@ -125,3 +125,49 @@ def test_the_snapshot_says_which_sources_an_assign_stage_reads_now() -> None:
     [stage] = [s for s in LiveView(coordinator).snapshot(0.5)["stages"] if s["stage"] == "follow-alice"]
     assert stage["inputs"] == ["tracker", "camera-ny", "camera-atl", "camera-hou", "camera-la"]
     assert stage["idle"] == ["camera-ny", "camera-hou", "camera-la"]
+
+
+def test_a_cluster_without_a_network_gets_edge_rates_and_sink_latency() -> None:
+    topo = topology.resolve(config.load(ROOT / "examples" / "paper-chain-ha.yaml"))
+    addresses = {name: f"127.0.0.1:{7000 + i}" for i, name in enumerate(topo.nodes)}
+    coordinator = Coordinator(topo, addresses, EventLog("coordinator", None), now=0.0)
+    view = LiveView(coordinator)
+
+    def report(name: str, role: str, stage: str, t: float, rows: int = 0, latency: float = 0.0) -> None:
+        status = cpb.NodeStatus(name=name, role=role, stage=stage, latency_rows=rows, latency_sum_s=latency)
+        for e in topo.edges:
+            if e.producer == stage:
+                status.outputs.add(edge=e.id, data_rows=rows, data_bytes=50 * rows, backup_rows=rows // 2)
+        coordinator.on_report(status, addresses[name], now=t)
+
+    # The page samples the last reports every half second.
+    for t, rows in ((0.0, 0), (0.5, 400), (1.0, 1000)):
+        report("node-0", "source", "node-0", t, rows)
+        report("node-2", "primary", "select-2", t, rows)
+        report("sink", "sink", "sink", t, rows, latency=rows * 0.05)
+        view.sample(99.0 + t, now=t)
+    state = view.snapshot(1.0)
+    assert "network" not in state and "usage_bytes" not in state
+    edges = {e["edge"]: e for e in state["edges"]}
+    assert set(edges) == {e.id for e in topo.edges}
+    first = edges["node-0->select-1"]
+    assert (first["from"], first["to"], first["rows_per_s"], first["bytes_per_s"]) == (
+        "node-0",
+        "node-1",
+        1000,
+        50_000,
+    )
+    assert first["backup_rows_per_s"] == 500 and edges["select-1->select-2"]["rows_per_s"] == 0
+    history = state["rates_history"]
+    assert history["t"] == [99.0, 99.5, 100.0]
+    assert history["rows_per_s"]["node-0->select-1"] == [0.0, 800.0, 1000.0]
+    assert history["latency_ms"] == {"sink": [None, 50.0, 50.0]}
+    # node-2 killed: its last report stops counting; the source restarted: counters anew.
+    report("node-0", "source", "node-0", 2.0, 100)
+    view.sample(101.0, now=2.0)
+    report("node-0", "source", "node-0", 2.5, 600)
+    view.sample(101.5, now=2.6)
+    edges = {e["edge"]: e for e in view.snapshot(2.6)["edges"]}
+    assert edges["select-2->select-3"]["rows_per_s"] == 0
+    assert edges["node-0->select-1"]["rows_per_s"] == 1000
+    assert view.snapshot(2.6)["rates_history"]["latency_ms"] == {"sink": [None, 50.0, 50.0, None, None]}

@@ -39,6 +39,9 @@ class SinkRole:
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
         self.latencies = array("d")
         self.delivered = 0
+        # Cumulative, for the status: rows whose latency was measured, and its sum.
+        self.latency_rows = 0
+        self.latency_sum_s = 0.0
         self.run_dir = run_dir
         self._out: IO[str] | None = None
         self._arrivals: IO[str] | None = None
@@ -110,6 +113,8 @@ class SinkRole:
                 # row of this take: an upper bound, by at most the take's span.
                 latency = max(0.0, clock.wall() - entered)
                 self.latencies.extend(itertools.repeat(latency, len(rows)))
+                self.latency_rows += len(rows)
+                self.latency_sum_s += latency * len(rows)
                 self.metrics.latency.observe(latency)
         if self.finished:
             self.close()
