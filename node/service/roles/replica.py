@@ -19,26 +19,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
 
 from semiactive.ha.detector import FailureDetector, becoming_primary
 from semiactive.ha.replica import Mode, StageReplica, capture_now
-from semiactive.ha.resync import ResyncPoint, StateSnapshot
+from semiactive.ha.resync import StateSnapshot
 from semiactive.ha.routing import consumer_batch_sizes, producer_secondary
 from semiactive.ha.state_transfer import StateAssembler, StateTransferError, chunks
 from semiactive.ha.views import StageView, ViewTable
-from semiactive.node.engine.elements import Element
-from semiactive.node.sections.connections import Candidate, ConnectionTable
 from semiactive.node.sections.mqo import MqoSection
-from semiactive.node.sections.operator import OperatorSection
 from semiactive.node.service.forked_capture import ForkedCapture, forking_is_safe
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
+from semiactive.node.service.roles.connection_manager import ConnectionManager
 from semiactive.node.service.roles.inbound import InboundEdgeSession
+from semiactive.node.service.roles.receiver import ReplicaReceiver
+from semiactive.node.service.roles.tasks import RoleTasks
 from semiactive.node.service.transport import EdgeSender
 from semiactive.runtime import clock
 from semiactive.runtime.events import EventLog
@@ -121,20 +121,16 @@ class ReplicaRole:
             network=peers.network,
             events=events,
         )
+        # The daemon opens the input edges' sessions once this role exists
+        # (self.receiver is their receiver) and sets them here; the parts
+        # look them up through _session.
         self.sessions: dict[str, InboundEdgeSession] = {}
-        operator = self.replica.operator
-        self.connections = ConnectionTable(
-            operator.engine.operators if isinstance(operator, OperatorSection) else [],
-            {e.stream: e.id for e in stage.inputs},
+        self.tasks = RoleTasks(stage.name, self.outbound.failures)
+        self.wake = asyncio.Event()  # the operator loop's: something to run
+        self.connections = ConnectionManager(stage, self.replica, metrics, events, self._session)
+        self.receiver = ReplicaReceiver(
+            stage, cfg, self.replica, self.connections, self.outbound, events, self.wake
         )
-        self._planned = operator.engine
-        for edge in self.connections.candidates:
-            metrics.candidate_connected.labels(edge).set(1)
-        self.wake = asyncio.Event()
-        self.input_room = asyncio.Event()
-        self.input_room.set()
-        self.tasks: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()
         self._ack_soon: asyncio.TimerHandle | None = None
         # Operator states to and from producers' secondaries (by notices):
         # which state each secondary has been sent (keyed by the producer
@@ -152,145 +148,24 @@ class ReplicaRole:
     def mode(self) -> Mode:
         return self.replica.mode
 
-    # -- receiver (for the inbound sessions) -----------------------------------------
-
-    def next_seq(self, edge: str) -> int:
-        return self.replica.inputs.by_name[edge].next_seq
-
-    def receive(
-        self, edge: str, first_seq: int, rows: list[Element], watermark: int, eos: bool, count: int
-    ) -> int:
-        if self.replica.mode is Mode.FENCED:
-            return 0
-        edge_input = self.replica.inputs.by_name[edge]
-        before = edge_input.next_seq
-        new = edge_input.accept_rows(first_seq, rows, watermark, eos, count)
-        if self.connections and new and rows:
-            fresh = rows[before - first_seq :] if before > first_seq else rows
-            for candidate in self.connections.named(edge, fresh):
-                self._connect(candidate)
-            if self.connections.manages(edge):
-                self._refill(edge, fresh)
-        return new
-
-    def idle_from(self, edge: str) -> int | None:
-        return self.connections.idle_from(edge)
-
-    def manages(self, edge: str) -> bool:
-        return self.connections.manages(edge)
-
-    # -- connection management (seed 004; node/sections/connections.py) ---------------------------
-
-    def _connect(self, candidate: Candidate) -> None:
-        """A row of R names an idle candidate: want its rows whole, and
-        again those that came elided since the row's instant."""
-        session = self.sessions.get(candidate.edge)
-        if session is not None:
-            session.send_interest(None)
-        self._refill(candidate.edge, self.replica.inputs.by_name[candidate.edge].pending)
-        self._connection_changed(candidate, "connect")
-
-    def _refill(self, edge: str, rows: Iterable[Element]) -> None:
-        """Queued rows that came elided but are wanted whole: forget them
-        and have the producer send them again."""
-        row = self.connections.unwanted_elision(edge, rows)
-        if row is None:
-            return
-        self.replica.inputs.by_name[edge].truncate(row[1])
-        session = self.sessions.get(edge)
-        if session is not None:
-            session.rewind()
-
-    def _disconnect_idle(self) -> None:
-        operator = self.replica.operator
-        assert isinstance(operator, OperatorSection)  # only plans with an ASSIGN have candidates
-        engine = operator.engine
-        if engine is not self._planned:  # rebuilt by a resync
-            self.connections.rebind(engine.operators)
-            self._planned = engine
-        for candidate in self.connections.idle(engine.time):
-            session = self.sessions.get(candidate.edge)
-            if session is not None:
-                session.send_interest(candidate.idle_from)
-            self._connection_changed(candidate, "disconnect")
-
-    def _connection_changed(self, candidate: Candidate, change: str) -> None:
-        self.metrics.candidate_connected.labels(candidate.edge).set(1 if candidate.connected else 0)
-        self.metrics.connection_changes.labels(candidate.edge, change).inc()
-        self.events.emit(
-            "connection",
-            stage=self.stage.name,
-            edge=candidate.edge,
-            change=change,
-            instant=candidate.last_named if candidate.connected else candidate.idle_from,
-        )
-
-    def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
-        if not self.replica.receive_point(edge, point):
-            return set()
-        self.events.emit(
-            "resync",
-            stage=self.stage.name,
-            position=point.position,
-            cut=point.cut_position,
-            state=point.state is not None,
-        )
-        rewind, self.replica.rewind = self.replica.rewind, set()
-        self.wake.set()
-        return rewind
-
-    def pressed(self, edge: str, from_seq: int, through_seq: int) -> None:
-        if from_seq and edge not in self.replica.pressure:
-            log.debug("%s: the producer of %s is pressed from seq %d", self.stage.name, edge, from_seq)
-            self.events.emit(
-                "pressed", stage=self.stage.name, edge=edge, from_seq=from_seq, through_seq=through_seq
-            )
-        self.replica.press(edge, from_seq, through_seq)
-        self.wake.set()
-        self.outbound.wake()
-
-    async def received(self) -> None:
-        self.wake.set()
-        limit = self.topology.config.queue_rows
-        while self.replica.inputs.backlog > limit:
-            self.input_room.clear()
-            await self.input_room.wait()
+    def _session(self, edge: str) -> InboundEdgeSession | None:
+        return self.sessions.get(edge)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.tasks = [asyncio.create_task(self._operator(), name="operator")]
-        self.tasks.append(asyncio.create_task(self._acks(), name="acks"))
+        self.tasks.start_loop("operator", self._operator())
+        self.tasks.start_loop("acks", self._acks())
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile(starting=True)
         else:
-            self.tasks.append(asyncio.create_task(self._watch_primary(), name="heartbeats"))
-        for task in self.tasks:
-            task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        """A task of the role that raised ends the node (exit 1, through the
-        failures its daemon watches): a replica whose operator stopped must
-        not live on as if it served its stage; its secondary takes over."""
-        if not task.cancelled() and task.exception() is not None:
-            error = task.exception()
-            assert error is not None
-            self.outbound.failures.put_nowait(
-                RuntimeError(f"{self.stage.name}: {task.get_name()} failed: {error!r}")
-            )
+            self.tasks.start_loop("heartbeats", self._watch_primary())
 
     def stop(self) -> None:
         self.outbound.stop()
         if self.forked_capture is not None:
             self.forked_capture.close()
-        for task in [*self.tasks, *self._background]:
-            task.cancel()
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        """A fire-and-forget task, kept referenced until it ends."""
-        task = asyncio.create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.tasks.cancel()
 
     def on_view_change(self) -> None:
         """A view changed: follow it (retarget senders; step down if this
@@ -302,7 +177,7 @@ class ReplicaRole:
             return
         if role == "primary" and self.mode is Mode.SECONDARY:
             # The coordinator moved the stage here (a migration).
-            self._spawn(self._become_primary(view, reason="migration"))
+            self.tasks.spawn(self._become_primary(view, reason="migration"))
             return
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile()
@@ -341,9 +216,9 @@ class ReplicaRole:
                     # half of a core, the rest for the primaries that share
                     # the machine (a full-speed rebuild made them late).
                     await asyncio.sleep(clock.monotonic() - started)
-            if self.connections and replica.mode is Mode.PRIMARY and not replica.warming_up:
-                self._disconnect_idle()
-            self.input_room.set()
+            if self.connections.active and replica.mode is Mode.PRIMARY and not replica.warming_up:
+                self.connections.disconnect_idle()
+            self.receiver.input_room.set()
             self._registrations()
             if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
                 self.assigned_at = None  # promoted first: nothing re-protected
@@ -434,7 +309,7 @@ class ReplicaRole:
         epoch = self.views[self.stage.name].epoch
         for edge in self.stage.inputs:
             seq = self.replica.level0(edge.id)
-            session = self.sessions.get(edge.id)
+            session = self._session(edge.id)
             if session is not None:
                 session.ack(seq, point, epoch, state)
             secondary = producer_secondary(self.views, edge)
@@ -447,9 +322,9 @@ class ReplicaRole:
                     continue  # a state is on its way there; the point follows it
                 if state is not None and self._notice_state.get(key) != state.position:
                     self._notifying.add(key)
-                    self._spawn(self._notify_state(key, notice, state))
+                    self.tasks.spawn(self._notify_state(key, notice, state))
                 else:
-                    self._spawn(self._notify(secondary, notice))
+                    self.tasks.spawn(self._notify(secondary, notice))
 
     async def _notify(self, node: str, notice: pb.AckNotice) -> None:
         with contextlib.suppress(grpc.aio.AioRpcError):
@@ -649,7 +524,7 @@ class ReplicaRole:
         # Watch for the recovery target before telling the other nodes: a
         # frozen peer holds its UpdateView until the RPC times out, which
         # must not count as recovery time.
-        self._spawn(self._await_recovery_target())
+        self.tasks.spawn(self._await_recovery_target())
         await self.broadcast(view)
         self.wake.set()
 
