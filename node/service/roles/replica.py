@@ -30,14 +30,16 @@ from semiactive.ha.resync import StateSnapshot
 from semiactive.ha.routing import consumer_batch_sizes, producer_secondary
 from semiactive.ha.state_transfer import StateAssembler, StateTransferError, chunks
 from semiactive.ha.views import StageView, ViewTable
-from semiactive.node.sections.mqo import MqoSection
 from semiactive.node.service.forked_capture import ForkedCapture, forking_is_safe
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
 from semiactive.node.service.roles.connection_manager import ConnectionManager
 from semiactive.node.service.roles.inbound import InboundEdgeSession
+from semiactive.node.service.roles.operator_loop import OperatorLoop
 from semiactive.node.service.roles.receiver import ReplicaReceiver
+from semiactive.node.service.roles.recovery import RecoveryWatch
+from semiactive.node.service.roles.reprotection import ReprotectionWatch
 from semiactive.node.service.roles.tasks import RoleTasks
 from semiactive.node.service.transport import EdgeSender
 from semiactive.runtime import clock
@@ -78,12 +80,10 @@ class ReplicaRole:
         cluster (not from the configuration at startup), so an unreachable
         primary is not still starting: dead, unless ``witness`` (whether the
         coordinator hears from a node; None: no answer) says it lives."""
+        # Re-protection time counts from here, before the replica is built.
+        assigned_at = clock.wall() if assigned else None
         cfg = topology.config
         self.assigned = assigned
-        # An assigned secondary re-protects its stage once it holds the
-        # primary's state: when, for telemetry (_caught_up).
-        self.assigned_at: float | None = clock.wall() if assigned else None
-        self._catch_up_to: int | None = None
         self.witness = witness
         self.node = node
         self.stage = stage
@@ -131,6 +131,18 @@ class ReplicaRole:
         self.receiver = ReplicaReceiver(
             stage, cfg, self.replica, self.connections, self.outbound, events, self.wake
         )
+        self.recovery = RecoveryWatch(stage, self.replica, self.outbound, events)
+        self.operator_loop = OperatorLoop(
+            stage,
+            self.replica,
+            self.outbound,
+            self.connections,
+            events,
+            ReprotectionWatch(stage, self.replica, events, assigned_at),
+            self.recovery,
+            self.wake,
+            self.receiver.input_room,
+        )
         self._ack_soon: asyncio.TimerHandle | None = None
         # Operator states to and from producers' secondaries (by notices):
         # which state each secondary has been sent (keyed by the producer
@@ -140,8 +152,6 @@ class ReplicaRole:
         self._notifying: set[tuple[str, str, int]] = set()
         self._notice_states: dict[str, StateAssembler] = {}
         self._last_acks = 0.0
-        self.detected_at: float | None = None
-        self.recovery_target: int | None = None
         self.fenced = asyncio.Event()
 
     @property
@@ -154,7 +164,7 @@ class ReplicaRole:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.tasks.start_loop("operator", self._operator())
+        self.tasks.start_loop("operator", self.operator_loop.run())
         self.tasks.start_loop("acks", self._acks())
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile(starting=True)
@@ -193,84 +203,6 @@ class ReplicaRole:
     def _refused(self, sender: EdgeSender, details: str) -> None:
         """A consumer refused our epoch: we were replaced."""
         self.fence(f"refused by {sender.target}: {details}")
-
-    # -- operator section ---------------------------------------------------------------------
-
-    async def _operator(self) -> None:
-        replica = self.replica
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            if replica.mode is Mode.FENCED:
-                return
-            if replica.mode is Mode.PRIMARY:
-                await self.outbound.wait_room()
-            head = replica.log.head
-            watermark = replica.log.watermark
-            started = clock.monotonic()
-            replica.run()
-            if replica.more:
-                self.wake.set()  # the rest after the event loop had its turn
-                if replica.mode is Mode.SECONDARY and replica.warming_up:
-                    # Rebuilding a secondary is off the live path: at most
-                    # half of a core, the rest for the primaries that share
-                    # the machine (a full-speed rebuild made them late).
-                    await asyncio.sleep(clock.monotonic() - started)
-            if self.connections.active and replica.mode is Mode.PRIMARY and not replica.warming_up:
-                self.connections.disconnect_idle()
-            self.receiver.input_room.set()
-            self._registrations()
-            if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
-                self.assigned_at = None  # promoted first: nothing re-protected
-            if self.assigned_at is not None and self._caught_up():
-                self.events.emit(
-                    "reprotected",
-                    stage=self.stage.name,
-                    warmup_ms=round((clock.wall() - self.assigned_at) * 1000, 1),
-                )
-                self.assigned_at = None
-            moved = (
-                replica.log.head != head or replica.log.watermark != watermark or replica.log.end_of_stream
-            )
-            if moved and replica.mode is Mode.PRIMARY:
-                self.outbound.appended()
-            self._check_recovered()
-            await asyncio.sleep(0)
-
-    def _caught_up(self) -> bool:
-        """Whether an assigned secondary holds the primary's state: rebuilt
-        from a resync point, or, fed from the first row (its producers kept
-        them all, so no point was needed), past the output its consumers
-        had from the primary when their acknowledgements first reached it."""
-        replica = self.replica
-        if replica.warming_up:
-            return False
-        if replica.resyncs:
-            return True
-        if self._catch_up_to is None:
-            acked = max((cursors.acked for cursors in replica.log.edges.values()), default=0)
-            if not acked:
-                return False
-            self._catch_up_to = acked
-        return replica.log.head >= self._catch_up_to
-
-    def _registrations(self) -> None:
-        """An MQO stage's registrations, accepted or refused, as events (the
-        only answer ``semiactive query add`` gets from the stage)."""
-        operator = self.replica.operator
-        if not isinstance(operator, MqoSection) or not operator.engine.judged:
-            return
-        for instant, op, name, reason in operator.engine.judged:
-            self.events.emit(
-                "mqo_registration",
-                stage=self.stage.name,
-                instant=instant,
-                op=op,
-                query=name,
-                accepted=not reason,
-                reason=reason,
-            )
-        operator.engine.judged.clear()
 
     # -- acknowledgements -----------------------------------------------------------------------
 
@@ -494,7 +426,7 @@ class ReplicaRole:
     async def takeover(self, old_primary: str, silent_for: float) -> None:
         """Algorithm 2 lines 12-20, with fencing: become the primary at
         epoch + 1 and tell everybody."""
-        self.detected_at = clock.wall()
+        self.recovery.begin()
         view = self.views[self.stage.name].promoted(self.node)
         self.views.apply(view)
         self.events.emit(
@@ -511,7 +443,7 @@ class ReplicaRole:
         if self.replica.mode is not Mode.SECONDARY:
             return
         if reason != "failure":
-            self.detected_at = clock.wall()
+            self.recovery.begin()
         self.replica.promote()
         self.events.emit(
             "takeover",
@@ -524,7 +456,7 @@ class ReplicaRole:
         # Watch for the recovery target before telling the other nodes: a
         # frozen peer holds its UpdateView until the RPC times out, which
         # must not count as recovery time.
-        self.tasks.spawn(self._await_recovery_target())
+        self.tasks.spawn(self.recovery.await_target())
         await self.broadcast(view)
         self.wake.set()
 
@@ -536,35 +468,6 @@ class ReplicaRole:
                 await self.peers.control(node).UpdateView(message, timeout=1.0)
 
         await asyncio.gather(*(tell(n) for n in self.peers.addresses if n != self.node))
-
-    async def _await_recovery_target(self) -> None:
-        """Definition 2: recovery ends when this replica has reproduced the
-        old primary's output, whose extent the consumers tell on
-        connecting."""
-        deadline = clock.monotonic() + 5.0
-        consumers = len(self.stage.outputs)
-        while clock.monotonic() < deadline:
-            positions = self.outbound.consumer_positions()
-            if len(positions) >= consumers:
-                break
-            await asyncio.sleep(0.002)
-        positions = self.outbound.consumer_positions()
-        self.recovery_target = max(positions.values(), default=self.replica.log.head)
-        self._check_recovered()
-
-    def _check_recovered(self) -> None:
-        if self.recovery_target is None or self.detected_at is None:
-            return
-        if self.replica.warming_up or self.replica.log.head < self.recovery_target:
-            return
-        elapsed = clock.wall() - self.detected_at
-        self.events.emit(
-            "recovered",
-            stage=self.stage.name,
-            recovery_ms=round(elapsed * 1000, 1),
-            target=self.recovery_target,
-        )
-        self.recovery_target = None
 
     def bytes_by_edge(self) -> Mapping[tuple[str, str], int]:
         return self.outbound.bytes_sent
