@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,14 +25,14 @@ import grpc
 
 from semiactive.ha.detector import FailureDetector, becoming_primary
 from semiactive.ha.replica import Mode, StageReplica, capture_now
-from semiactive.ha.resync import StateSnapshot
-from semiactive.ha.routing import consumer_batch_sizes, producer_secondary
-from semiactive.ha.state_transfer import StateAssembler, StateTransferError, chunks
+from semiactive.ha.routing import consumer_batch_sizes
 from semiactive.ha.views import StageView, ViewTable
 from semiactive.node.service.forked_capture import ForkedCapture, forking_is_safe
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
+from semiactive.node.service.roles.ack_notices import AckNoticeReceiver
+from semiactive.node.service.roles.acks import AckSender
 from semiactive.node.service.roles.connection_manager import ConnectionManager
 from semiactive.node.service.roles.inbound import InboundEdgeSession
 from semiactive.node.service.roles.operator_loop import OperatorLoop
@@ -44,15 +43,10 @@ from semiactive.node.service.roles.tasks import RoleTasks
 from semiactive.node.service.transport import EdgeSender
 from semiactive.runtime import clock
 from semiactive.runtime.events import EventLog
-from semiactive.runtime.messages import chunk_from_pb, chunk_to_pb, point_from_pb, point_to_pb, view_to_pb
+from semiactive.runtime.messages import view_to_pb
 from semiactive.topology import Stage, Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import dataplane_pb2 as pb
-
-log = logging.getLogger(__name__)
-
-ACK_SPACING_S = 0.01  # event-driven Level-1 acks are at least this far apart
-
 
 # Input rows per operator run (whole instants): a long backlog (a warm-up
 # from a cut far back, a catch-up) is processed in runs of a fraction of a
@@ -117,7 +111,7 @@ class ReplicaRole:
             metrics,
             epoch=lambda: self.views[stage.name].epoch,
             on_refused=self._refused,
-            on_acknowledged=self.consumer_acknowledged,
+            on_acknowledged=lambda: self.acks.consumer_acknowledged(),
             network=peers.network,
             events=events,
         )
@@ -143,15 +137,10 @@ class ReplicaRole:
             self.wake,
             self.receiver.input_room,
         )
-        self._ack_soon: asyncio.TimerHandle | None = None
-        # Operator states to and from producers' secondaries (by notices):
-        # which state each secondary has been sent (keyed by the producer
-        # stage's view version, so a new secondary gets it again), the ones
-        # being sent, and the states our consumers send us as a secondary.
-        self._notice_state: dict[tuple[str, str, int], int] = {}
-        self._notifying: set[tuple[str, str, int]] = set()
-        self._notice_states: dict[str, StateAssembler] = {}
-        self._last_acks = 0.0
+        self.acks = AckSender(
+            node, stage, cfg, views, self.replica, self.outbound, peers, self._session, self.tasks.spawn
+        )
+        self.notices = AckNoticeReceiver(node, stage, views, self.replica)
         self.fenced = asyncio.Event()
 
     @property
@@ -165,7 +154,7 @@ class ReplicaRole:
 
     def start(self) -> None:
         self.tasks.start_loop("operator", self.operator_loop.run())
-        self.tasks.start_loop("acks", self._acks())
+        self.tasks.start_loop("acks", self.acks.run())
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile(starting=True)
         else:
@@ -203,115 +192,6 @@ class ReplicaRole:
     def _refused(self, sender: EdgeSender, details: str) -> None:
         """A consumer refused our epoch: we were replaced."""
         self.fence(f"refused by {sender.target}: {details}")
-
-    # -- acknowledgements -----------------------------------------------------------------------
-
-    async def _acks(self) -> None:
-        interval = self.topology.config.ack_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            if self.replica.mode is Mode.PRIMARY:
-                self.send_acks()
-            elif self.replica.mode is Mode.SECONDARY:
-                self.replica.forget_unneeded()
-
-    def consumer_acknowledged(self) -> None:
-        """Algorithm 1 lines 14-15: a consumer's Level-0 has arrived, so
-        send Level-1 upstream now (at most every ``ACK_SPACING_S``)."""
-        if self.replica.mode is not Mode.PRIMARY or self._ack_soon is not None:
-            return
-        delay = max(0.0, self._last_acks + ACK_SPACING_S - clock.monotonic())
-        self._ack_soon = asyncio.get_running_loop().call_later(delay, self._acks_now)
-
-    def _acks_now(self) -> None:
-        self._ack_soon = None
-        if self.replica.mode is Mode.PRIMARY:
-            self.send_acks()
-
-    def send_acks(self) -> None:
-        self._last_acks = clock.monotonic()
-        pressed = self.replica.log.pressed
-        level1 = self.replica.level1()
-        if self.replica.log.pressed != pressed:
-            self.outbound.wake()  # our consumers hold our producer's log: tell them
-        # One message for every edge: a point holds a counter tuple per
-        # operator (hundreds in a large program).
-        point = None if level1 is None else point_to_pb(level1)
-        state = None if level1 is None else level1.state
-        epoch = self.views[self.stage.name].epoch
-        for edge in self.stage.inputs:
-            seq = self.replica.level0(edge.id)
-            session = self._session(edge.id)
-            if session is not None:
-                session.ack(seq, point, epoch, state)
-            secondary = producer_secondary(self.views, edge)
-            if secondary is not None and secondary != self.node:
-                notice = pb.AckNotice(edge=edge.id, sender=self.node, epoch=epoch, seq=seq)
-                if point is not None:
-                    notice.point.CopyFrom(point)
-                key = (edge.id, secondary, self.views[edge.producer].version)
-                if key in self._notifying:
-                    continue  # a state is on its way there; the point follows it
-                if state is not None and self._notice_state.get(key) != state.position:
-                    self._notifying.add(key)
-                    self.tasks.spawn(self._notify_state(key, notice, state))
-                else:
-                    self.tasks.spawn(self._notify(secondary, notice))
-
-    async def _notify(self, node: str, notice: pb.AckNotice) -> None:
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            await self.peers.data(node).Ack(notice, timeout=1.0)
-
-    async def _notify_state(
-        self, key: tuple[str, str, int], notice: pb.AckNotice, state: StateSnapshot
-    ) -> None:
-        """The state a point refers to, a chunk per notice, then the point."""
-        edge, node, _ = key
-        try:
-            stub = self.peers.data(node)
-            for chunk in chunks(state):
-                piece = pb.AckNotice(edge=edge, sender=self.node, epoch=notice.epoch, seq=notice.seq)
-                piece.state.CopyFrom(chunk_to_pb(chunk))
-                await stub.Ack(piece, timeout=10.0)
-            await stub.Ack(notice, timeout=1.0)
-            self._notice_state[key] = state.position
-        except grpc.aio.AioRpcError:
-            pass  # sent again at a later round
-        finally:
-            self._notifying.discard(key)
-
-    def on_notice(self, notice: pb.AckNotice) -> None:
-        """A consumer's Level-0 (and point, or a piece of the state a later
-        point refers to) reaching us as its producer's secondary: trim the
-        output queue. A notice for an edge that is not one of this stage's
-        outputs (malformed, or another stage's), or whose state does not
-        add up, is refused with a log line: it must never raise in the Ack
-        handler."""
-        edge = next((e for e in self.stage.outputs if e.id == notice.edge), None)
-        if edge is None or notice.edge not in self.replica.log.edges:
-            log.warning(
-                "%s: refused an ack notice from %s for edge %r: not an output edge of stage %s",
-                self.node,
-                notice.sender or "?",
-                notice.edge,
-                self.stage.name,
-            )
-            return
-        if self.views.stale(edge.consumer, notice.epoch):
-            return
-        states = self._notice_states.setdefault(notice.edge, StateAssembler())
-        point = None
-        try:
-            if notice.HasField("state"):
-                states.add(chunk_from_pb(notice.state))
-            elif notice.HasField("point"):
-                point = point_from_pb(notice.point, states)
-        except StateTransferError as exc:
-            # Without the state, rows before the point's cut stay.
-            log.warning(
-                "%s: a notice from %s on %s not applied: %s", self.node, notice.sender, notice.edge, exc
-            )
-        self.replica.acknowledged(notice.edge, notice.seq, point)
 
     # -- failure detection and takeover ------------------------------------------------------
 
@@ -468,6 +348,9 @@ class ReplicaRole:
                 await self.peers.control(node).UpdateView(message, timeout=1.0)
 
         await asyncio.gather(*(tell(n) for n in self.peers.addresses if n != self.node))
+
+    def on_notice(self, notice: pb.AckNotice) -> None:
+        self.notices.on_notice(notice)
 
     def bytes_by_edge(self) -> Mapping[tuple[str, str], int]:
         return self.outbound.bytes_sent
