@@ -29,7 +29,7 @@ directly from an input edge (through a window and the filters the query
 analyser puts before the ASSIGN: a row they drop connects nothing), are
 managed; the others stay connected. The
 table is pure: the replica role turns its answers into Interest messages
-and rewinds (node/service/roles/replica.py).
+and rewinds (node/service/roles/connection_manager.py).
 """
 
 from __future__ import annotations

@@ -222,7 +222,7 @@ class NodeDaemon:
         )
         self.serving = role
         self.stage = stage
-        self._open_inputs(stage, role)
+        self._open_inputs(stage, role.receiver)
         role.sessions = self.sessions
         return role
 

@@ -81,7 +81,7 @@ def _arg(flag):
 
 
 def _patch():
-    from semiactive.node.service.roles import inbound, replica, sink
+    from semiactive.node.service.roles import inbound, receiver, sink
 
     run_dir, name = _arg("--run-dir"), _arg("--name")
     if run_dir is None or name is None:
@@ -114,7 +114,7 @@ def _patch():
 
         cls.receive = probed_receive
 
-    wrap(replica.ReplicaRole)
+    wrap(receiver.ReplicaReceiver)
     wrap(sink.SinkRole)
 
 

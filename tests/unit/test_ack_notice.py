@@ -43,7 +43,7 @@ def test_a_notice_for_a_malformed_or_unknown_edge_is_refused_with_a_log_line(
     role: ReplicaRole, edge: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     notice = pb.AckNotice(edge=edge, sender="sink", epoch=0, seq=5)
-    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.replica"):
+    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.ack_notices"):
         role.on_notice(notice)
     assert f"refused an ack notice from sink for edge {edge!r}" in caplog.text
     assert all(c.acked == 0 for c in role.replica.log.edges.values())
@@ -66,7 +66,7 @@ def test_a_point_with_a_state_is_applied_only_once_its_state_arrived(
     (edge,) = role.stage.outputs
     state = StateSnapshot(40, bytes(range(256)) * 40)
     point = ResyncPoint(position=50, out_seq=9, cut_position=41, edge_cut={edge.id: 41}, state=state)
-    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.replica"):
+    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.ack_notices"):
         role.on_notice(pb.AckNotice(edge=edge.id, sender="n", epoch=0, seq=3, point=point_to_pb(point)))
     assert "never sent" in caplog.text
     cursors = role.replica.log.edges[edge.id]
@@ -81,7 +81,7 @@ def test_a_point_with_a_state_is_applied_only_once_its_state_arrived(
 def test_state_chunks_out_of_order_are_refused(role: ReplicaRole, caplog: pytest.LogCaptureFixture) -> None:
     (edge,) = role.stage.outputs
     pieces = list(chunks(StateSnapshot(40, b"x" * 3000), size=1000))
-    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.replica"):
+    with caplog.at_level(logging.WARNING, logger="semiactive.node.service.roles.ack_notices"):
         for chunk in (pieces[0], pieces[2], pieces[1]):
             role.on_notice(pb.AckNotice(edge=edge.id, sender="n", epoch=0, seq=1, state=chunk_to_pb(chunk)))
     assert caplog.text.count("does not continue") == 2

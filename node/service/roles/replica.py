@@ -1,56 +1,53 @@
 """The stage role: one replica of a stage, primary or secondary, and the
 HA protocol's I/O around the pure :class:`~semiactive.ha.replica.StageReplica`.
 
-- operator loop: runs the replica whenever rows or time arrive; a full
-  output log pauses it, an input backlog pauses the reading of inputs;
-- acknowledgements (primary): Level-0 and the Level-1 point on each
-  input's data stream, and a notice to the producer's secondary
-  (ha-protocol.md "Flows"): every ``ack_interval_ms``, and at once when a
-  consumer's acknowledgement arrives (Algorithm 1 lines 14-15);
-- failure detection (secondary): heartbeats to the primary; on a missed
-  deadline or a broken connection that cannot be re-established, takeover
-  (Algorithm 2 lines 12-20): a new view with epoch + 1, broadcast to every
-  node; the output queue becomes the log the consumers are fed from; the
-  producers, seeing the view, send to us from our position.
+:class:`ReplicaRole` builds the replica and wires the parts, each doing one
+job (node/service/roles/):
+
+- ``receiver``: what the inbound edges bring (rows, resync points,
+  pressure), and pausing them while the input backlog is full;
+- ``connection_manager``: ASSIGN candidates connected and disconnected;
+- ``operator_loop``: runs the replica whenever rows or time arrive;
+- ``acks``: a primary's Level-0 and Level-1 upstream, and the notices to
+  its producers' secondaries;
+- ``ack_notices``: the notices reaching a secondary from its consumers;
+- ``heartbeats``: a secondary's failure detection;
+- ``takeover``: a secondary becoming the primary;
+- ``recovery``, ``reprotection``: telemetry of both;
+- ``tasks``: the role's asyncio tasks.
+
+The role itself follows the views: it steps down when replaced (fenced)
+and takes over when the coordinator hands it the stage.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
-import grpc
-
-from semiactive.ha.detector import FailureDetector, becoming_primary
 from semiactive.ha.replica import Mode, StageReplica, capture_now
-from semiactive.ha.resync import ResyncPoint, StateSnapshot
-from semiactive.ha.routing import consumer_batch_sizes, producer_secondary
-from semiactive.ha.state_transfer import StateAssembler, StateTransferError, chunks
-from semiactive.ha.views import StageView, ViewTable
-from semiactive.node.engine.elements import Element
-from semiactive.node.sections.connections import Candidate, ConnectionTable
-from semiactive.node.sections.mqo import MqoSection
-from semiactive.node.sections.operator import OperatorSection
+from semiactive.ha.routing import consumer_batch_sizes
+from semiactive.ha.views import ViewTable
 from semiactive.node.service.forked_capture import ForkedCapture, forking_is_safe
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
+from semiactive.node.service.roles.ack_notices import AckNoticeReceiver
+from semiactive.node.service.roles.acks import AckSender
+from semiactive.node.service.roles.connection_manager import ConnectionManager
+from semiactive.node.service.roles.heartbeats import HeartbeatMonitor
 from semiactive.node.service.roles.inbound import InboundEdgeSession
+from semiactive.node.service.roles.operator_loop import OperatorLoop
+from semiactive.node.service.roles.receiver import ReplicaReceiver
+from semiactive.node.service.roles.recovery import RecoveryWatch
+from semiactive.node.service.roles.reprotection import ReprotectionWatch
+from semiactive.node.service.roles.takeover import TakeoverDriver
+from semiactive.node.service.roles.tasks import RoleTasks
 from semiactive.node.service.transport import EdgeSender
 from semiactive.runtime import clock
 from semiactive.runtime.events import EventLog
-from semiactive.runtime.messages import chunk_from_pb, chunk_to_pb, point_from_pb, point_to_pb, view_to_pb
 from semiactive.topology import Stage, Topology
-from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import dataplane_pb2 as pb
-
-log = logging.getLogger(__name__)
-
-ACK_SPACING_S = 0.01  # event-driven Level-1 acks are at least this far apart
-
 
 # Input rows per operator run (whole instants): a long backlog (a warm-up
 # from a cut far back, a catch-up) is processed in runs of a fraction of a
@@ -78,19 +75,12 @@ class ReplicaRole:
         cluster (not from the configuration at startup), so an unreachable
         primary is not still starting: dead, unless ``witness`` (whether the
         coordinator hears from a node; None: no answer) says it lives."""
+        # Re-protection time counts from here, before the replica is built.
+        assigned_at = clock.wall() if assigned else None
         cfg = topology.config
-        self.assigned = assigned
-        # An assigned secondary re-protects its stage once it holds the
-        # primary's state: when, for telemetry (_caught_up).
-        self.assigned_at: float | None = clock.wall() if assigned else None
-        self._catch_up_to: int | None = None
-        self.witness = witness
         self.node = node
         self.stage = stage
-        self.topology = topology
         self.views = views
-        self.peers = peers
-        self.metrics = metrics
         self.events = events
         self.forked_capture = ForkedCapture() if capture_in_child and forking_is_safe() else None
         self.replica = StageReplica(
@@ -117,187 +107,67 @@ class ReplicaRole:
             metrics,
             epoch=lambda: self.views[stage.name].epoch,
             on_refused=self._refused,
-            on_acknowledged=self.consumer_acknowledged,
+            on_acknowledged=lambda: self.acks.consumer_acknowledged(),
             network=peers.network,
             events=events,
         )
+        # The daemon opens the input edges' sessions once this role exists
+        # (self.receiver is their receiver) and sets them here; the parts
+        # look them up through _session.
         self.sessions: dict[str, InboundEdgeSession] = {}
-        operator = self.replica.operator
-        self.connections = ConnectionTable(
-            operator.engine.operators if isinstance(operator, OperatorSection) else [],
-            {e.stream: e.id for e in stage.inputs},
+        self.tasks = RoleTasks(stage.name, self.outbound.failures)
+        wake = asyncio.Event()  # the operator loop's: something to run
+        replica = self.replica
+        self.connections = ConnectionManager(stage, replica, metrics, events, self._session)
+        self.receiver = ReplicaReceiver(stage, cfg, replica, self.connections, self.outbound, events, wake)
+        self.recovery = RecoveryWatch(stage, replica, self.outbound, events)
+        self.operator_loop = OperatorLoop(
+            stage,
+            replica,
+            self.outbound,
+            self.connections,
+            events,
+            ReprotectionWatch(stage, replica, events, assigned_at),
+            self.recovery,
+            wake,
+            self.receiver.input_room,
         )
-        self._planned = operator.engine
-        for edge in self.connections.candidates:
-            metrics.candidate_connected.labels(edge).set(1)
-        self.wake = asyncio.Event()
-        self.input_room = asyncio.Event()
-        self.input_room.set()
-        self.tasks: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()
-        self._ack_soon: asyncio.TimerHandle | None = None
-        # Operator states to and from producers' secondaries (by notices):
-        # which state each secondary has been sent (keyed by the producer
-        # stage's view version, so a new secondary gets it again), the ones
-        # being sent, and the states our consumers send us as a secondary.
-        self._notice_state: dict[tuple[str, str, int], int] = {}
-        self._notifying: set[tuple[str, str, int]] = set()
-        self._notice_states: dict[str, StateAssembler] = {}
-        self._last_acks = 0.0
-        self.detected_at: float | None = None
-        self.recovery_target: int | None = None
+        self.acks = AckSender(
+            node, stage, cfg, views, replica, self.outbound, peers, self._session, self.tasks.spawn
+        )
+        self.notices = AckNoticeReceiver(node, stage, views, replica)
+        self.takeover = TakeoverDriver(
+            node, stage, views, replica, self.outbound, peers, events, self.recovery, self.tasks.spawn, wake
+        )
+        self.heartbeats = HeartbeatMonitor(
+            node, stage, cfg, views, replica, peers, metrics, assigned, witness, self.takeover.take_over
+        )
         self.fenced = asyncio.Event()
 
     @property
     def mode(self) -> Mode:
         return self.replica.mode
 
-    # -- receiver (for the inbound sessions) -----------------------------------------
-
-    def next_seq(self, edge: str) -> int:
-        return self.replica.inputs.by_name[edge].next_seq
-
-    def receive(
-        self,
-        edge: str,
-        first_seq: int,
-        rows: list[Element],
-        watermark: int,
-        eos: bool,
-        count: int,
-        entered: float = 0.0,
-    ) -> int:
-        if self.replica.mode is Mode.FENCED:
-            return 0
-        edge_input = self.replica.inputs.by_name[edge]
-        before = edge_input.next_seq
-        new = edge_input.accept_rows(first_seq, rows, watermark, eos, count, entered)
-        if self.connections and new and rows:
-            fresh = rows[before - first_seq :] if before > first_seq else rows
-            for candidate in self.connections.named(edge, fresh):
-                self._connect(candidate)
-            if self.connections.manages(edge):
-                self._refill(edge, fresh)
-        return new
-
-    def idle_from(self, edge: str) -> int | None:
-        return self.connections.idle_from(edge)
-
-    def manages(self, edge: str) -> bool:
-        return self.connections.manages(edge)
-
-    # -- connection management (the placement paper; node/sections/connections.py) ---------------------------
-
-    def _connect(self, candidate: Candidate) -> None:
-        """A row of R names an idle candidate: want its rows whole, and
-        again those that came elided since the row's instant."""
-        session = self.sessions.get(candidate.edge)
-        if session is not None:
-            session.send_interest(None)
-        self._refill(candidate.edge, self.replica.inputs.by_name[candidate.edge].pending)
-        self._connection_changed(candidate, "connect")
-
-    def _refill(self, edge: str, rows: Iterable[Element]) -> None:
-        """Queued rows that came elided but are wanted whole: forget them
-        and have the producer send them again."""
-        row = self.connections.unwanted_elision(edge, rows)
-        if row is None:
-            return
-        self.replica.inputs.by_name[edge].truncate(row[1])
-        session = self.sessions.get(edge)
-        if session is not None:
-            session.rewind()
-
-    def _disconnect_idle(self) -> None:
-        operator = self.replica.operator
-        assert isinstance(operator, OperatorSection)  # only plans with an ASSIGN have candidates
-        engine = operator.engine
-        if engine is not self._planned:  # rebuilt by a resync
-            self.connections.rebind(engine.operators)
-            self._planned = engine
-        for candidate in self.connections.idle(engine.time):
-            session = self.sessions.get(candidate.edge)
-            if session is not None:
-                session.send_interest(candidate.idle_from)
-            self._connection_changed(candidate, "disconnect")
-
-    def _connection_changed(self, candidate: Candidate, change: str) -> None:
-        self.metrics.candidate_connected.labels(candidate.edge).set(1 if candidate.connected else 0)
-        self.metrics.connection_changes.labels(candidate.edge, change).inc()
-        self.events.emit(
-            "connection",
-            stage=self.stage.name,
-            edge=candidate.edge,
-            change=change,
-            instant=candidate.last_named if candidate.connected else candidate.idle_from,
-        )
-
-    def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
-        if not self.replica.receive_point(edge, point):
-            return set()
-        self.events.emit(
-            "resync",
-            stage=self.stage.name,
-            position=point.position,
-            cut=point.cut_position,
-            state=point.state is not None,
-        )
-        rewind, self.replica.rewind = self.replica.rewind, set()
-        self.wake.set()
-        return rewind
-
-    def pressed(self, edge: str, from_seq: int, through_seq: int) -> None:
-        if from_seq and edge not in self.replica.pressure:
-            log.debug("%s: the producer of %s is pressed from seq %d", self.stage.name, edge, from_seq)
-            self.events.emit(
-                "pressed", stage=self.stage.name, edge=edge, from_seq=from_seq, through_seq=through_seq
-            )
-        self.replica.press(edge, from_seq, through_seq)
-        self.wake.set()
-        self.outbound.wake()
-
-    async def received(self) -> None:
-        self.wake.set()
-        limit = self.topology.config.queue_rows
-        while self.replica.inputs.backlog > limit:
-            self.input_room.clear()
-            await self.input_room.wait()
+    def _session(self, edge: str) -> InboundEdgeSession | None:
+        return self.sessions.get(edge)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.tasks = [asyncio.create_task(self._operator(), name="operator")]
-        self.tasks.append(asyncio.create_task(self._acks(), name="acks"))
+        self.tasks.start_loop("operator", self.operator_loop.run())
+        self.tasks.start_loop("acks", self.acks.run())
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile(starting=True)
         else:
-            self.tasks.append(asyncio.create_task(self._watch_primary(), name="heartbeats"))
-        for task in self.tasks:
-            task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        """A task of the role that raised ends the node (exit 1, through the
-        failures its daemon watches): a replica whose operator stopped must
-        not live on as if it served its stage; its secondary takes over."""
-        if not task.cancelled() and task.exception() is not None:
-            error = task.exception()
-            assert error is not None
-            self.outbound.failures.put_nowait(
-                RuntimeError(f"{self.stage.name}: {task.get_name()} failed: {error!r}")
-            )
+            self.tasks.start_loop("heartbeats", self.heartbeats.run())
 
     def stop(self) -> None:
         self.outbound.stop()
         if self.forked_capture is not None:
             self.forked_capture.close()
-        for task in [*self.tasks, *self._background]:
-            task.cancel()
+        self.tasks.cancel()
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        """A fire-and-forget task, kept referenced until it ends."""
-        task = asyncio.create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    # -- views -------------------------------------------------------------------------------
 
     def on_view_change(self) -> None:
         """A view changed: follow it (retarget senders; step down if this
@@ -309,7 +179,7 @@ class ReplicaRole:
             return
         if role == "primary" and self.mode is Mode.SECONDARY:
             # The coordinator moved the stage here (a migration).
-            self._spawn(self._become_primary(view, reason="migration"))
+            self.tasks.spawn(self.takeover.become_primary(view, reason="migration"))
             return
         if self.mode is Mode.PRIMARY:
             self.outbound.reconcile()
@@ -326,377 +196,10 @@ class ReplicaRole:
         """A consumer refused our epoch: we were replaced."""
         self.fence(f"refused by {sender.target}: {details}")
 
-    # -- operator section ---------------------------------------------------------------------
-
-    async def _operator(self) -> None:
-        replica = self.replica
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            if replica.mode is Mode.FENCED:
-                return
-            if replica.mode is Mode.PRIMARY:
-                await self.outbound.wait_room()
-            head = replica.log.head
-            watermark = replica.log.watermark
-            started = clock.monotonic()
-            replica.run()
-            if replica.more:
-                self.wake.set()  # the rest after the event loop had its turn
-                if replica.mode is Mode.SECONDARY and replica.warming_up:
-                    # Rebuilding a secondary is off the live path: at most
-                    # half of a core, the rest for the primaries that share
-                    # the machine (a full-speed rebuild made them late).
-                    await asyncio.sleep(clock.monotonic() - started)
-            if self.connections and replica.mode is Mode.PRIMARY and not replica.warming_up:
-                self._disconnect_idle()
-            self.input_room.set()
-            self._registrations()
-            if self.assigned_at is not None and replica.mode is not Mode.SECONDARY:
-                self.assigned_at = None  # promoted first: nothing re-protected
-            if self.assigned_at is not None and self._caught_up():
-                self.events.emit(
-                    "reprotected",
-                    stage=self.stage.name,
-                    warmup_ms=round((clock.wall() - self.assigned_at) * 1000, 1),
-                )
-                self.assigned_at = None
-            moved = (
-                replica.log.head != head or replica.log.watermark != watermark or replica.log.end_of_stream
-            )
-            if moved and replica.mode is Mode.PRIMARY:
-                self.outbound.appended()
-            self._check_recovered()
-            await asyncio.sleep(0)
-
-    def _caught_up(self) -> bool:
-        """Whether an assigned secondary holds the primary's state: rebuilt
-        from a resync point, or, fed from the first row (its producers kept
-        them all, so no point was needed), past the output its consumers
-        had from the primary when their acknowledgements first reached it."""
-        replica = self.replica
-        if replica.warming_up:
-            return False
-        if replica.resyncs:
-            return True
-        if self._catch_up_to is None:
-            acked = max((cursors.acked for cursors in replica.log.edges.values()), default=0)
-            if not acked:
-                return False
-            self._catch_up_to = acked
-        return replica.log.head >= self._catch_up_to
-
-    def _registrations(self) -> None:
-        """An MQO stage's registrations, accepted or refused, as events (the
-        only answer ``semiactive query add`` gets from the stage)."""
-        operator = self.replica.operator
-        if not isinstance(operator, MqoSection) or not operator.engine.judged:
-            return
-        for instant, op, name, reason in operator.engine.judged:
-            self.events.emit(
-                "mqo_registration",
-                stage=self.stage.name,
-                instant=instant,
-                op=op,
-                query=name,
-                accepted=not reason,
-                reason=reason,
-            )
-        operator.engine.judged.clear()
-
-    # -- acknowledgements -----------------------------------------------------------------------
-
-    async def _acks(self) -> None:
-        interval = self.topology.config.ack_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            if self.replica.mode is Mode.PRIMARY:
-                self.send_acks()
-            elif self.replica.mode is Mode.SECONDARY:
-                self.replica.forget_unneeded()
-
-    def consumer_acknowledged(self) -> None:
-        """Algorithm 1 lines 14-15: a consumer's Level-0 has arrived, so
-        send Level-1 upstream now (at most every ``ACK_SPACING_S``)."""
-        if self.replica.mode is not Mode.PRIMARY or self._ack_soon is not None:
-            return
-        delay = max(0.0, self._last_acks + ACK_SPACING_S - clock.monotonic())
-        self._ack_soon = asyncio.get_running_loop().call_later(delay, self._acks_now)
-
-    def _acks_now(self) -> None:
-        self._ack_soon = None
-        if self.replica.mode is Mode.PRIMARY:
-            self.send_acks()
-
-    def send_acks(self) -> None:
-        self._last_acks = clock.monotonic()
-        pressed = self.replica.log.pressed
-        level1 = self.replica.level1()
-        if self.replica.log.pressed != pressed:
-            self.outbound.wake()  # our consumers hold our producer's log: tell them
-        # One message for every edge: a point holds a counter tuple per
-        # operator (hundreds in a large program).
-        point = None if level1 is None else point_to_pb(level1)
-        state = None if level1 is None else level1.state
-        epoch = self.views[self.stage.name].epoch
-        for edge in self.stage.inputs:
-            seq = self.replica.level0(edge.id)
-            session = self.sessions.get(edge.id)
-            if session is not None:
-                session.ack(seq, point, epoch, state)
-            secondary = producer_secondary(self.views, edge)
-            if secondary is not None and secondary != self.node:
-                notice = pb.AckNotice(edge=edge.id, sender=self.node, epoch=epoch, seq=seq)
-                if point is not None:
-                    notice.point.CopyFrom(point)
-                key = (edge.id, secondary, self.views[edge.producer].version)
-                if key in self._notifying:
-                    continue  # a state is on its way there; the point follows it
-                if state is not None and self._notice_state.get(key) != state.position:
-                    self._notifying.add(key)
-                    self._spawn(self._notify_state(key, notice, state))
-                else:
-                    self._spawn(self._notify(secondary, notice))
-
-    async def _notify(self, node: str, notice: pb.AckNotice) -> None:
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            await self.peers.data(node).Ack(notice, timeout=1.0)
-
-    async def _notify_state(
-        self, key: tuple[str, str, int], notice: pb.AckNotice, state: StateSnapshot
-    ) -> None:
-        """The state a point refers to, a chunk per notice, then the point."""
-        edge, node, _ = key
-        try:
-            stub = self.peers.data(node)
-            for chunk in chunks(state):
-                piece = pb.AckNotice(edge=edge, sender=self.node, epoch=notice.epoch, seq=notice.seq)
-                piece.state.CopyFrom(chunk_to_pb(chunk))
-                await stub.Ack(piece, timeout=10.0)
-            await stub.Ack(notice, timeout=1.0)
-            self._notice_state[key] = state.position
-        except grpc.aio.AioRpcError:
-            pass  # sent again at a later round
-        finally:
-            self._notifying.discard(key)
+    # -- for the daemon ----------------------------------------------------------------------
 
     def on_notice(self, notice: pb.AckNotice) -> None:
-        """A consumer's Level-0 (and point, or a piece of the state a later
-        point refers to) reaching us as its producer's secondary: trim the
-        output queue. A notice for an edge that is not one of this stage's
-        outputs (malformed, or another stage's), or whose state does not
-        add up, is refused with a log line: it must never raise in the Ack
-        handler."""
-        edge = next((e for e in self.stage.outputs if e.id == notice.edge), None)
-        if edge is None or notice.edge not in self.replica.log.edges:
-            log.warning(
-                "%s: refused an ack notice from %s for edge %r: not an output edge of stage %s",
-                self.node,
-                notice.sender or "?",
-                notice.edge,
-                self.stage.name,
-            )
-            return
-        if self.views.stale(edge.consumer, notice.epoch):
-            return
-        states = self._notice_states.setdefault(notice.edge, StateAssembler())
-        point = None
-        try:
-            if notice.HasField("state"):
-                states.add(chunk_from_pb(notice.state))
-            elif notice.HasField("point"):
-                point = point_from_pb(notice.point, states)
-        except StateTransferError as exc:
-            # Without the state, rows before the point's cut stay.
-            log.warning(
-                "%s: a notice from %s on %s not applied: %s", self.node, notice.sender, notice.edge, exc
-            )
-        self.replica.acknowledged(notice.edge, notice.seq, point)
-
-    # -- failure detection and takeover ------------------------------------------------------
-
-    async def _watch_primary(self) -> None:
-        cfg = self.topology.config
-        detector = FailureDetector(cfg.heartbeat_ms / 1000, cfg.timeout_ms / 1000)
-        while self.replica.mode is Mode.SECONDARY:
-            primary = self.views[self.stage.name].primary
-            if primary == self.node:
-                return
-            detector.start(clock.monotonic())
-            failed = await self._heartbeat(primary, detector)
-            if not failed or self.replica.mode is not Mode.SECONDARY:
-                continue
-            if self.views[self.stage.name].primary != primary:
-                continue  # someone else already took over
-            await self.takeover(primary, detector.silent_for(clock.monotonic()))
-            return
-
-    async def _heartbeat(self, primary: str, detector: FailureDetector) -> bool:
-        """Ping ``primary`` until it fails (True) or stops being the primary
-        (False)."""
-        interval = detector.interval
-        call = self.peers.control(primary).Heartbeat()
-        seen = detector.last_pong is not None
-
-        async def pongs() -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                async for _ in call:
-                    detector.on_pong(clock.monotonic())
-
-        reader = asyncio.create_task(pongs())
-        n = 0
-        try:
-            while self.views[self.stage.name].primary == primary and self.replica.mode is Mode.SECONDARY:
-                if reader.done():
-                    # The stream broke: dead if it cannot be re-established
-                    # now, or if the node there is no longer this stage's
-                    # primary (restarted empty under its name).
-                    never_reached = not (seen or detector.last_pong)
-                    return await self._gone(
-                        primary,
-                        starting=never_reached and not self.assigned,
-                        cut_off=never_reached and self.assigned,
-                    )
-                n += 1
-                sent_at = clock.monotonic()
-                with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                    await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
-                self.metrics.heartbeats_sent.labels(self.stage.name).inc()
-                deadline = clock.monotonic() + interval
-                while clock.monotonic() < deadline:
-                    if detector.expired(clock.monotonic()) and detector.last_pong is not None:
-                        if await self._confirm(call, detector, n + 1):
-                            return True
-                        n += 1
-                    if reader.done():
-                        break
-                    await asyncio.sleep(min(0.01, interval / 10))
-                if detector.last_pong is None or detector.last_pong < sent_at:
-                    self.metrics.heartbeats_missed.labels(self.stage.name).inc()
-            return False
-        finally:
-            reader.cancel()
-            call.cancel()
-
-    async def _confirm(self, call: Any, detector: FailureDetector, n: int) -> bool:
-        """Suspected: the deadline passed. Before declaring a failure, let
-        pongs already received be read (this process may itself have been
-        starved) and give one more ping a short grace."""
-        await asyncio.sleep(0)
-        if not detector.expired(clock.monotonic()):
-            return False
-        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            await call.write(cpb.Ping(n=n, sender=self.node, stage=self.stage.name))
-        grace = clock.monotonic() + detector.interval / 2
-        while clock.monotonic() < grace:
-            await asyncio.sleep(0.005)
-            if not detector.expired(clock.monotonic()):
-                return False
-        return True
-
-    async def _gone(self, primary: str, starting: bool, cut_off: bool = False) -> bool:
-        """Whether ``primary`` no longer serves this stage: it does not
-        answer (unless it may still be starting), or answers as something
-        else.
-
-        ``cut_off``: this replica was assigned to ``primary`` and never
-        reached it. Then silence alone is no proof: if the coordinator still
-        hears from the primary, it is alive and only cut off from here (a
-        partition), and taking over would replace a healthy primary; a
-        fenced old primary reassigned as its successor's secondary made the
-        stage fail over back and forth for as long as the partition lasted.
-        Wait for a pong, or for the witness to lose the primary too.
-
-        A primary that answers as a secondary not yet switched to the view
-        naming it (semiactive.ha.detector.becoming_primary) is alive too: wait."""
-        try:
-            status: cpb.NodeStatus = await self.peers.control(primary).Status(pb.Empty(), timeout=0.2)
-        except grpc.aio.AioRpcError:
-            if cut_off and self.witness(primary):
-                await asyncio.sleep(self.topology.config.heartbeat_ms / 1000)
-                return False
-            return not starting
-        name, epoch = self.stage.name, self.views[self.stage.name].epoch
-        held = next((v.primary for v in status.views if v.stage == name), "")
-        if becoming_primary(primary, status.role, status.stage, status.epoch, held, name, epoch):
-            await asyncio.sleep(self.topology.config.heartbeat_ms / 1000)
-            return False
-        return status.role != "primary" or status.stage != self.stage.name
-
-    async def takeover(self, old_primary: str, silent_for: float) -> None:
-        """Algorithm 2 lines 12-20, with fencing: become the primary at
-        epoch + 1 and tell everybody."""
-        self.detected_at = clock.wall()
-        view = self.views[self.stage.name].promoted(self.node)
-        self.views.apply(view)
-        self.events.emit(
-            "failure_detected",
-            stage=self.stage.name,
-            primary=old_primary,
-            silent_ms=round(silent_for * 1000, 1),
-        )
-        await self._become_primary(view, reason="failure")
-
-    async def _become_primary(self, view: StageView, reason: str) -> None:
-        """Serve the stage as ``view``'s primary: after a detected failure, or
-        handed the stage by a migration (the view already applied)."""
-        if self.replica.mode is not Mode.SECONDARY:
-            return
-        if reason != "failure":
-            self.detected_at = clock.wall()
-        self.replica.promote()
-        self.events.emit(
-            "takeover",
-            stage=self.stage.name,
-            epoch=view.epoch,
-            warming_up=self.replica.warming_up,
-            reason=reason,
-        )
-        self.outbound.reconcile()
-        # Watch for the recovery target before telling the other nodes: a
-        # frozen peer holds its UpdateView until the RPC times out, which
-        # must not count as recovery time.
-        self._spawn(self._await_recovery_target())
-        await self.broadcast(view)
-        self.wake.set()
-
-    async def broadcast(self, view: object) -> None:
-        message = view_to_pb(view)  # type: ignore[arg-type]
-
-        async def tell(node: str) -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                await self.peers.control(node).UpdateView(message, timeout=1.0)
-
-        await asyncio.gather(*(tell(n) for n in self.peers.addresses if n != self.node))
-
-    async def _await_recovery_target(self) -> None:
-        """Definition 2: recovery ends when this replica has reproduced the
-        old primary's output, whose extent the consumers tell on
-        connecting."""
-        deadline = clock.monotonic() + 5.0
-        consumers = len(self.stage.outputs)
-        while clock.monotonic() < deadline:
-            positions = self.outbound.consumer_positions()
-            if len(positions) >= consumers:
-                break
-            await asyncio.sleep(0.002)
-        positions = self.outbound.consumer_positions()
-        self.recovery_target = max(positions.values(), default=self.replica.log.head)
-        self._check_recovered()
-
-    def _check_recovered(self) -> None:
-        if self.recovery_target is None or self.detected_at is None:
-            return
-        if self.replica.warming_up or self.replica.log.head < self.recovery_target:
-            return
-        elapsed = clock.wall() - self.detected_at
-        self.events.emit(
-            "recovered",
-            stage=self.stage.name,
-            recovery_ms=round(elapsed * 1000, 1),
-            target=self.recovery_target,
-        )
-        self.recovery_target = None
+        self.notices.on_notice(notice)
 
     def bytes_by_edge(self) -> Mapping[tuple[str, str], int]:
         return self.outbound.bytes_sent
