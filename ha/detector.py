@@ -54,3 +54,13 @@ def becoming_primary(
     if role != "secondary" or stage != watched_stage:
         return False
     return epoch < watched_epoch or (epoch == watched_epoch and held_primary == name)
+
+
+def may_be_starting(reached: bool, assigned: bool, watched_for: float, grace: float) -> bool:
+    """Whether a primary that does not answer may only be still starting:
+    never reached by this secondary, which watches it since the cluster's
+    start (not assigned to it later), for less than ``grace`` seconds (how
+    long peers wait for each other to come up). Past that, or once it had
+    answered, silence is a failure: a primary killed while starting, and
+    never restarted, must not leave its stage without one for ever."""
+    return not reached and not assigned and watched_for < grace

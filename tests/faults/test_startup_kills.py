@@ -7,10 +7,12 @@ back in its own role."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,8 +21,10 @@ import pytest
 import yaml
 
 from semiactive import config, topology
+from semiactive.launcher.cluster import run_cluster
 from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, start_launcher
+from tests.processes import assert_no_processes
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -115,3 +119,23 @@ def test_a_process_that_exits_by_itself_during_start_up_ends_the_run_saying_why(
         result = finish(launcher, run_dir)
     assert result.returncode == 1
     assert "during start-up" in result.stderr and "exit status" in result.stderr, result.stderr
+
+
+def test_a_primary_killed_while_starting_and_not_restarted_is_taken_over(tmp_path: Path) -> None:
+    """Re-protection off (as in the papers' experiments): the killed primary
+    stays dead. Its secondary, which never reached it, gives it the peers'
+    connect timeout to come up, then takes over (it used to wait for ever,
+    taking an unanswered primary for one still starting)."""
+    config_path = protected_chain(tmp_path, AGGREGATE, connect_timeout_ms=1500)
+    run_dir = tmp_path / "run"
+    config = str(config_path)
+    killer = threading.Thread(target=_kill_before_t0, args=(run_dir, "node-2", 0.0), daemon=True)
+    killer.start()
+    code = asyncio.run(run_cluster(config, duration=3, run_dir=run_dir, progress=False, reprotect=False))
+    killer.join(timeout=10)
+    assert_no_processes(str(run_dir))
+    assert code == 0
+    _assert_exact(config_path, run_dir, "")
+    ran = events(run_dir)
+    assert [e["target"] for e in ran if e["event"] == "restarted"] == []
+    assert any(e["event"] == "takeover" and e["node"] == "sec-2" for e in ran)

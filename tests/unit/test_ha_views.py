@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from semiactive.ha.detector import FailureDetector, becoming_primary
+from semiactive.ha.detector import FailureDetector, becoming_primary, may_be_starting
 from semiactive.ha.views import StageView, ViewTable
 
 
@@ -57,3 +57,13 @@ def test_a_primary_not_yet_switched_to_its_view_is_not_gone() -> None:
     assert not becoming_primary("spare-1", "secondary", "sum-2", 0, "node-3", "join-1", 1)
     assert not becoming_primary("spare-1", "spare", "", 0, "", "join-1", 1)  # restarted empty
     assert not becoming_primary("spare-1", "primary", "join-1", 1, "spare-1", "join-1", 1)
+
+
+def test_a_primary_never_reached_may_be_starting_only_for_a_while() -> None:
+    """A secondary watching since the start gives its primary the peers'
+    connect timeout to come up; one that answered once, or one it was
+    assigned to later, is not starting any more."""
+    assert may_be_starting(reached=False, assigned=False, watched_for=3.0, grace=10.0)
+    assert not may_be_starting(reached=False, assigned=False, watched_for=10.0, grace=10.0)
+    assert not may_be_starting(reached=True, assigned=False, watched_for=0.1, grace=10.0)
+    assert not may_be_starting(reached=False, assigned=True, watched_for=0.1, grace=10.0)

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 
 from semiactive.config import ClusterConfig
-from semiactive.ha.detector import FailureDetector, becoming_primary
+from semiactive.ha.detector import FailureDetector, becoming_primary, may_be_starting
 from semiactive.ha.replica import Mode, StageReplica
 from semiactive.ha.views import ViewTable
 from semiactive.node.service.metrics import NodeMetrics
@@ -54,6 +54,12 @@ class HeartbeatMonitor:
         self.assigned = assigned
         self.witness = witness
         self.on_failure = on_failure
+        # Primaries that ever answered a ping, and since when each was
+        # watched: a stream that breaks and is set up again must not make
+        # a primary reached before look "never reached" (then "maybe still
+        # starting") again.
+        self.reached: set[str] = set()
+        self.watched_since: dict[str, float] = {}
 
     async def run(self) -> None:
         """Watch whoever is the primary while this replica is a secondary;
@@ -78,12 +84,13 @@ class HeartbeatMonitor:
         (False)."""
         interval = detector.interval
         call = self.peers.control(primary).Heartbeat()
-        seen = detector.last_pong is not None
+        since = self.watched_since.setdefault(primary, clock.monotonic())
 
         async def pongs() -> None:
             with contextlib.suppress(grpc.aio.AioRpcError):
                 async for _ in call:
                     detector.on_pong(clock.monotonic())
+                    self.reached.add(primary)
 
         reader = asyncio.create_task(pongs())
         n = 0
@@ -93,12 +100,14 @@ class HeartbeatMonitor:
                     # The stream broke: dead if it cannot be re-established
                     # now, or if the node there is no longer this stage's
                     # primary (restarted empty under its name).
-                    never_reached = not (seen or detector.last_pong)
-                    return await self._gone(
-                        primary,
-                        starting=never_reached and not self.assigned,
-                        cut_off=never_reached and self.assigned,
+                    starting = may_be_starting(
+                        primary in self.reached,
+                        self.assigned,
+                        clock.monotonic() - since,
+                        self.config.connect_timeout_ms / 1000,
                     )
+                    unanswered = detector.last_pong is None  # on this stream
+                    return await self._gone(primary, starting=starting, cut_off=unanswered and self.assigned)
                 n += 1
                 sent_at = clock.monotonic()
                 with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
