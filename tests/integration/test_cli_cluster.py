@@ -72,10 +72,14 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
     functions = pstats.Stats(str(profiles / "node-1.prof")).stats  # type: ignore[attr-defined]
     assert any(path.endswith("ha/replica.py") and name == "run" for path, _, name in functions)
     assert f"run directory: {run_dir}" in result.stderr
-    # The live progress line: elapsed time and per-second rates, rewritten in place.
-    progress = [part for part in result.stderr.split("\r") if "t=" in part]
+    # Progress: elapsed time and rows/s, on standard error; as lines, since
+    # it is no terminal here (a line rewritten in place made a log one line).
+    assert "\r" not in result.stderr
+    progress = [line for line in result.stderr.splitlines() if line.lstrip().startswith("t=")]
     assert progress, result.stderr
     assert "node-0 " in progress[-1] and "/s" in progress[-1] and "sink " in progress[-1]
+    # The run's report on standard output.
+    assert "node-0: emitted " in result.stdout and "sink: " in result.stdout, result.stdout
 
     cluster = json.loads((run_dir / "cluster.json").read_text())
     assert cluster["name"] == "layout"
