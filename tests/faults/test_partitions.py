@@ -99,9 +99,9 @@ def _patch():
     def wrap(cls):
         receive = cls.receive
 
-        def probed_receive(self, edge, first_seq, rows, watermark, eos, count):
+        def probed_receive(self, edge, first_seq, rows, watermark, eos, count, entered=0.0):
             before = self.next_seq(edge)
-            new = receive(self, edge, first_seq, rows, watermark, eos, count)
+            new = receive(self, edge, first_seq, rows, watermark, eos, count, entered)
             stream = current[0]
             if new and stream is not None:
                 hello = stream.hello
