@@ -1,7 +1,8 @@
 """``semiactive ingest``: rows from files pushed into a running cluster's
 ingest source, batch by batch; a bad row stops it at its line with what was
 taken and how to go on, and going on with ``--skip`` loses and repeats
-nothing."""
+nothing. The run, in the background, is ended by ``semiactive cluster
+down`` (drained: the sink holds every row)."""
 
 from __future__ import annotations
 
@@ -91,8 +92,10 @@ def test_ingest_files_into_a_running_cluster(tmp_path: Path) -> None:
             resumed.stdout.strip()
             == f"gate took 100 rows (through line 200), last seq {len(rows)}; the stream has ended"
         )
+        # `cluster down` from here: the drain of Ctrl-C, then the run's report.
         down = semiactive("cluster", "down", str(run_dir), timeout=90)
         assert down.returncode == 0, down.stderr
+        assert "has stopped" in down.stdout and "out: " in down.stdout, down.stdout
         assert launcher.wait(timeout=30) == 0
     finally:
         if launcher.poll() is None:
@@ -100,3 +103,5 @@ def test_ingest_files_into_a_running_cluster(tmp_path: Path) -> None:
         launcher.communicate()
         assert_no_processes(str(run_dir))
     assert read_jsonl(run_dir / "sink" / "out.jsonl") == running_totals(rows)
+    again = semiactive("cluster", "down", str(run_dir))
+    assert (again.returncode, again.stdout.strip()) == (0, f"the run in {run_dir} has already ended")
