@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 
-.PHONY: demo test deploy-check lint iperf3 java prometheus chromium dashboards bench proto clean deploy-test
+.PHONY: demo test deploy-check lint iperf3 java prometheus postgres chromium dashboards bench proto clean deploy-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,17 @@ prometheus:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus; }
 
+# PostgreSQL (Debian's postgresql; its initdb and pg_ctl are in
+# /usr/lib/postgresql/*/bin, not on PATH) is the database of the PostgreSQL
+# sink's tests, started by tests/postgres_server.py: installed when missing
+# and root (not the cluster of its own Debian's package would create and
+# start); otherwise those tests skip, saying why.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+		{ mkdir -p /etc/postgresql-common && echo 'create_main_cluster = false' >> /etc/postgresql-common/createcluster.conf; } && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql; }
+
 # The Grafana dashboards are code (deploy/grafana/dashboards.py); this writes
 # deploy/grafana/dashboards/*.json, which are committed.
 dashboards: $(STAMP)
@@ -69,7 +80,7 @@ chromium:
 # In-process tests (unit, the simulation, the CQL fuzzer: about two minutes
 # serial) run on every core; the multi-process ones (marked slow) one at a
 # time, as their timings are load-sensitive.
-test: lint iperf3 prometheus java chromium
+test: lint iperf3 prometheus postgres java chromium
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider -n auto -m "not slow"
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m slow
 	@$(MAKE) --no-print-directory deploy-check

@@ -327,14 +327,45 @@ class StageConfig(_Model):
         return [self.node]
 
 
+class PostgresSinkConfig(_Model):
+    """Where a ``kind: postgres`` sink writes: a table of ``dsn``'s
+    database, created if absent (docs/connectors.md)."""
+
+    dsn: Annotated[str, Field(min_length=1)]  # postgresql://user@host:port/database
+    table: Annotated[str, Field(pattern=IDENT, max_length=63)]
+    # Seconds a sink waits for the database when it starts (an unreachable
+    # one is then a one-line error); once running it waits as long as it takes.
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+
+
 class SinkConfig(_Model):
-    """A process that receives one stream and writes it as JSON Lines."""
+    """A process that receives one stream and writes it: as JSON Lines into
+    the run directory (``kind: file``), or into a PostgreSQL table, exactly
+    once across kills of the sink (``kind: postgres``)."""
 
     name: Annotated[str, Field(pattern=NAME)]
     input: Annotated[str, Field(pattern=IDENT)]
+    kind: Literal["file", "postgres"] = "file"
+    postgres: PostgresSinkConfig | None = None
     # Also write one file per value of this text column (an MQO stage's
     # ``query``): sink/<name>/<value>.jsonl.
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
+
+    @model_validator(mode="after")
+    def _target(self) -> SinkConfig:
+        if self.kind == "postgres" and self.postgres is None:
+            raise ValueError("a postgres sink needs postgres: {dsn: ..., table: ...}")
+        if self.kind != "postgres" and self.postgres is not None:
+            raise ValueError(f"postgres: given for a sink of kind {self.kind} (write kind: postgres)")
+        if self.kind != "file" and self.split_by is not None:
+            raise ValueError("split_by writes files: only a file sink has it")
+        return self
+
+    @property
+    def durable(self) -> bool:
+        """Whether what it wrote survives its process: a restarted sink then
+        goes on from there, losing and repeating nothing."""
+        return self.kind == "postgres"
 
 
 def _node_reference(value: object) -> object:

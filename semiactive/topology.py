@@ -297,6 +297,16 @@ class _Resolver:
         for i, spare in enumerate(cfg.spares):
             self.add_node(spare, NodeRole.SPARE, None, "spares", i)
         edges = self._edges()
+        for i, sink in enumerate(cfg.sinks):
+            if sink.durable and len(self.stages[sink.name].inputs) > 1:
+                # Its progress is one seq: that of a single input edge.
+                raise self.error(
+                    f"a {sink.kind} sink reads a stream of one producer; {sink.input} comes from a "
+                    "partitioned stage (add an unpartitioned stage in between)",
+                    "sinks",
+                    i,
+                    "input",
+                )
         for name in cfg.endpoints:
             if name not in self.nodes:
                 raise self.error(f"endpoint for unknown node {name!r}", "endpoints", name)

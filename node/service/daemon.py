@@ -25,9 +25,11 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from semiactive.errors import UserError
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
 from semiactive.ha.replica import Mode
 from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
+from semiactive.node.connectors.postgres import PostgresTable, PostgresUnavailable, run_name
 from semiactive.node.connectors.sources import SourceDataError
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import EdgeInput, InputSection
@@ -154,6 +156,7 @@ class NodeDaemon:
             self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)
         elif role is NodeRole.SINK:
             assert stage is not None
+            assert stage.sink is not None
             sink = SinkRole(
                 name,
                 InputSection(
@@ -161,10 +164,26 @@ class NodeDaemon:
                 ),
                 self.metrics,
                 run_dir,
-                stage.sink.split_by if stage.sink is not None else None,
+                stage.sink.split_by,
+                self._sink_table(stage, run_dir),
             )
             self.serving = sink
             self._open_inputs(stage, sink)
+
+    def _sink_table(self, stage: Stage, run_dir: Path | None) -> PostgresTable | None:
+        config = stage.sink.postgres if stage.sink is not None else None
+        if config is None:
+            return None
+        edge = stage.inputs[0]
+        run = run_name(run_dir, self.topology.config.name)
+
+        def outage(error: str | None) -> None:
+            self.events.emit("sink_unavailable" if error else "sink_available", sink=self.name, error=error)
+
+        try:
+            return PostgresTable(config, run, edge.schema, edge.kind, on_outage=outage)
+        except UserError as exc:
+            raise StartupError(str(exc)) from None
 
     # -- roles -------------------------------------------------------------------------------
 
@@ -438,6 +457,11 @@ class NodeDaemon:
         health = Health(server)
         if self.source is not None and self.source.config.kind in ("ingest", "registry"):
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
+        if self.sink is not None:
+            try:
+                await self.sink.open()
+            except PostgresUnavailable as exc:
+                raise StartupError(f"sink {self.name}: {exc}") from None
         if not self.network.listen(server, self.listen):
             raise StartupError(f"cannot listen on {self.listen} (is the port in use?)")
         await server.start()
@@ -483,7 +507,7 @@ class NodeDaemon:
             if self.source is not None:
                 self.source.outbound.stop()
             if self.sink is not None:
-                self.sink.close()
+                await self.sink.aclose()
             self._write_summary()
             if self.topology.config.telemetry_interval_ms:
                 self._sample()  # the final counts

@@ -114,6 +114,11 @@ class NodeMetrics:
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
             registry=r,
         )
+        self.sink_outages = Counter(
+            "semiactive_sink_outages_total",
+            "Times a sink found its database gone; it retried until it came back, holding its input.",
+            registry=r,
+        )
         self.heartbeats_sent = Counter(
             "semiactive_heartbeats_sent_total",
             "Heartbeats a secondary sent to its stage's primary.",
@@ -201,6 +206,8 @@ class NodeMetrics:
                 self.recovery.labels(stage).observe(float(record.get("recovery_ms", 0.0)) / 1000)
             case "fenced":
                 self.fenced.labels(stage).inc()
+            case "sink_unavailable":
+                self.sink_outages.inc()
             case "pressed":
                 self.pressed.labels(stage).inc()
             case "reprotected":

@@ -106,7 +106,7 @@ class Process:
     expected_exit: bool = False  # the launcher caused (or asked for) its exit
     frozen_by_launcher: bool = False
     restarts: int = 0
-    abandoned: bool = False  # dead and not to be restarted (its programs changed)
+    abandoned: bool = False  # dead and not to be restarted (its programs changed, it exited by itself)
     launched_as: str = ""  # its role, or "spare" when restarted as one
     launched_at: float = 0.0  # monotonic
     # What it does now, as the coordinator last heard from this incarnation
@@ -280,15 +280,40 @@ class Cluster:
         self.write_cluster_json()
         self.events.emit("restarted", target=p.name, role="spare" if p.role != COORDINATOR else COORDINATOR)
 
+    def durable_sink(self, p: Process) -> bool:
+        """A sink whose output survives it (a table): started again in its
+        role, it goes on where its output ends."""
+        stage = self.topology.stages.get(p.stage) if p.stage else None
+        return p.role == "sink" and stage is not None and stage.sink is not None and stage.sink.durable
+
+    def restart_in_role(self, p: Process) -> None:
+        """Start ``p`` again as what it was configured as."""
+        p.expected_exit = False
+        p.restarts += 1
+        self.start_process(p)
+        self.write_cluster_json()
+        self.events.emit("restarted", target=p.name, role=p.role)
+
     def restart_dead(self) -> None:
         """The process supervisor's part: restart, after a moment, every dead
-        process that can be (not sources and sinks: nothing replicates
-        them; nodes only when re-protection is on)."""
+        process that can be (not sources, nor sinks that write files:
+        nothing replicates them; nodes only when re-protection is on). A
+        durable sink killed by a signal is started again as itself; one
+        that exits by itself (its database unreachable at start-up) is not."""
         now = time.monotonic()
         for p in self.processes.values():
-            if p.alive or p.popen is None or p.abandoned or p.role in ("source", "sink"):
+            if p.alive or p.popen is None or p.abandoned or p.role == "source":
                 continue
-            if p.role != COORDINATOR and not self.reprotect:
+            if p.role == "sink":
+                if not self.durable_sink(p):
+                    continue
+                status = p.returncode() or 0
+                if status >= 0:
+                    p.abandoned = True
+                    self.events.emit("not_restarted", target=p.name, reason=f"exit status {status}")
+                    print(f"{p.name} not restarted: it exited with status {status}", file=sys.stderr)
+                    continue
+            elif p.role != COORDINATOR and not self.reprotect:
                 continue
             died = self.died_at.setdefault(p.name, now)
             if now - died >= RESTART_DELAY_S:
@@ -301,7 +326,10 @@ class Cluster:
                     self.events.emit("not_restarted", target=p.name, reason=changed)
                     print(f"{p.name} not restarted: {changed}", file=sys.stderr)
                     continue
-                self.restart_as_spare(p)
+                if p.role == "sink":
+                    self.restart_in_role(p)
+                else:
+                    self.restart_as_spare(p)
 
     def programs_changed(self) -> str | None:
         """Why a process started now would not run the programs this run
@@ -451,11 +479,7 @@ class Cluster:
             self.restart_as_spare(p)
             then = "its secondary takes over, " if p.role == "primary" else ""
             return f"started again as a spare: {then}the coordinator re-protects its stage"
-        p.expected_exit = False
-        p.restarts += 1
-        self.start_process(p)
-        self.write_cluster_json()
-        self.events.emit("restarted", target=p.name, role=p.role)
+        self.restart_in_role(p)
         return f"started again as {p.role} (no row had flowed)"
 
     async def start(self) -> None:

@@ -1,7 +1,8 @@
 """How a run ends when a failure could not be covered.
 
 A death that no replica can cover stops a stage for good: a source or a
-sink (nothing replicates them), an unprotected stage (``ha: none``), or a
+sink that writes a file (nothing replicates them; a sink that writes a
+table is started again and goes on), an unprotected stage (``ha: none``), or a
 protected stage left with no replica for longer than a rebuild takes. The
 rest of the cluster runs on to the end; at the drain, the run cannot wait
 for an end of stream that will never come, so it waits instead until every
@@ -31,6 +32,7 @@ class ProcessState(Protocol):
     role: str  # as configured: source, primary, secondary, sink, spare
     stage: str | None
     restarts: int
+    abandoned: bool  # dead, and the launcher will not start it again
 
     @property
     def alive(self) -> bool: ...
@@ -51,7 +53,8 @@ def stopped_stages(
     for stage in topology.stages.values():
         node = processes.get(stage.primary)
         if stage.role in ("source", "sink"):
-            if node is not None and not node.alive:
+            restarted = stage.sink is not None and stage.sink.durable
+            if node is not None and not node.alive and (node.abandoned or not restarted):
                 out.append(Stopped(stage.name, f"its {stage.role} process {stage.primary} died"))
             continue
         protected = stage.config is not None and stage.config.ha.mode != "none" and stage.secondary

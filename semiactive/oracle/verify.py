@@ -84,6 +84,19 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def delivered(stage: Stage, topology: Topology, run_dir: Path) -> list[dict[str, Any]]:
+    """What a sink wrote, as JSON Lines records: its file, or its table's
+    rows of this run."""
+    assert stage.sink is not None
+    if stage.sink.postgres is None:
+        return _read_jsonl(run_dir / "sink" / f"{stage.name}.jsonl")
+    from semiactive.node.connectors.postgres import read_table, run_name
+
+    edge = stage.inputs[0]
+    run = run_name(run_dir, topology.config.name)
+    return read_table(stage.sink.postgres, run, edge.schema, edge.kind)
+
+
 def source_rows(run_dir: Path, name: str, schema: plan.Schema) -> tuple[list[Element], int]:
     """The logged tuples of a source as elements, and its final watermark."""
     rows = []
@@ -161,11 +174,11 @@ def check_run(topology: Topology, run_dir: Path) -> list[SinkCheck]:
         edge = stage.inputs[0]
         fmt = formatter(edge.schema, edge.kind)
         expected = {i: json.loads(fmt(i, row)) for i, row in enumerate(streams[edge.stream], start=1)}
-        delivered = _read_jsonl(run_dir / "sink" / f"{stage.name}.jsonl")
-        check = SinkCheck(stage.name, len(expected), len(delivered))
+        records = delivered(stage, topology, run_dir)
+        check = SinkCheck(stage.name, len(expected), len(records))
         seen: set[int] = set()
         last = 0
-        for rec in delivered:
+        for rec in records:
             seq = rec.get("seq")
             if not isinstance(seq, int):
                 check.wrong.append(-1)
@@ -276,8 +289,8 @@ def oracle_check(topology: Topology, run_dir: Path, max_rows: int = ORACLE_MAX_R
     checks = []
     for sink in sinks:
         edge = sink.inputs[0]
-        delivered = [r for r in _read_jsonl(run_dir / "sink" / f"{sink.name}.jsonl") if r.get("ts", 0) <= end]
-        actual = record_timeline(delivered, edge.schema.names)
+        records = [r for r in delivered(sink, topology, run_dir) if r.get("ts", 0) <= end]
+        actual = record_timeline(records, edge.schema.names)
         comparison = compare(timelines[edge.stream], actual, json_values=True, other="sink")
         checks.append(OracleCheck(sink.name, None, comparison, instants, upto, used, len(stamps)))
     return checks

@@ -618,3 +618,33 @@ def test_cluster_check_reads_file_sources_as_cluster_up_does(tmp_path: Path) -> 
     assert str(info.value) == f"{path}:6: sources[0].path: {data}:3: column val: 'lots' is not integer"
     data.write_text("ts, val\n0, 1\n5, 2\n")
     assert check_config(path).startswith(f"replay: {path} is valid")
+
+
+def test_a_postgres_sink_needs_its_table_and_writes_no_files(tmp_path: Path) -> None:
+    pg = "    kind: postgres\n    postgres: {dsn: 'postgresql://u@127.0.0.1:5432/db', table: out}\n"
+    sink = _load(tmp_path, BASE + pg).stages["sink"].sink
+    assert sink is not None and sink.durable and sink.postgres is not None and sink.postgres.table == "out"
+    assert not _load(tmp_path, BASE).stages["sink"].sink.durable  # type: ignore[union-attr]
+    err = _error(tmp_path, BASE + "    kind: postgres\n")
+    assert err.field == "sinks[0]" and "a postgres sink needs postgres: {dsn: ..., table: ...}" in err.message
+    err = _error(tmp_path, BASE + "    postgres: {dsn: x, table: out}\n")
+    assert "postgres: given for a sink of kind file (write kind: postgres)" in err.message
+    err = _error(tmp_path, BASE + pg + "    split_by: query\n")
+    assert "split_by writes files: only a file sink has it" in err.message
+    err = _error(tmp_path, BASE + pg.replace("table: out", "table: 'out; drop'"))
+    assert err.field == "sinks[0].postgres.table", str(err)
+
+
+def test_a_postgres_sink_refuses_the_partitions_of_a_stage(tmp_path: Path) -> None:
+    partitioned = BASE.replace(
+        "    node: node-1\n", "    partitions: 2\n    nodes: [node-1, node-2]\n    partition_by: [id]\n"
+    )
+    _load(tmp_path, partitioned)  # a file sink merges them
+    pg = "    kind: postgres\n    postgres: {dsn: 'postgresql://u@127.0.0.1:5432/db', table: out}\n"
+    _check(
+        tmp_path,
+        partitioned + pg,
+        "input: s1",
+        "sinks[0].input",
+        "a postgres sink reads a stream of one producer; s1 comes from a partitioned stage",
+    )

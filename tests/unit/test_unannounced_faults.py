@@ -114,6 +114,7 @@ class FakeProcess:
     stage: str | None
     restarts: int = 0
     alive: bool = True
+    abandoned: bool = False
 
 
 def _processes(topo: Topology) -> dict[str, FakeProcess]:
@@ -401,3 +402,21 @@ def test_a_detection_just_before_the_launcher_saw_the_exit_belongs_to_it(tmp_pat
         0.0,
         14.9,
     )
+
+
+def test_a_sink_that_writes_a_table_is_started_again_not_stopped(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "paper-chain-ha.yaml").read_text()
+    text = text.replace(
+        "  - name: sink\n",
+        "  - name: sink\n    kind: postgres\n    postgres: {dsn: 'postgresql://u@h/db', table: out}\n",
+    )
+    (tmp_path / "c.yaml").write_text(text)
+    topo = topology.resolve(config.load(tmp_path / "c.yaml"))
+    procs = _processes(topo)
+    procs["sink"].alive = False  # killed: the launcher starts it again
+    assert stopped_stages(topo, procs, lambda stage: 0.0) == []
+    procs["sink"].abandoned = True  # it exited by itself: not started again
+    assert [s.stage for s in stopped_stages(topo, procs, lambda stage: 0.0)] == ["sink"]
+    file_sink = _processes(_chain())
+    file_sink["sink"].alive = False
+    assert [s.stage for s in stopped_stages(_chain(), file_sink, lambda stage: 0.0)] == ["sink"]

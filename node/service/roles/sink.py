@@ -1,8 +1,11 @@
 """The sink role: the end of an edge like any other (ha-protocol.md): it
-acknowledges, drops duplicate seqs, and writes what it received as JSON Lines
-to ``<run-dir>/sink/<name>.jsonl``. It also measures latency: from when
-the rows entered the system (their source's stamp, carried by every batch)
-to their arrival here."""
+acknowledges, drops duplicate seqs, and writes what it received: as JSON
+Lines to ``<run-dir>/sink/<name>.jsonl``, or into a PostgreSQL table
+(:class:`~semiactive.node.connectors.postgres.PostgresTable`), which it
+acknowledges only once committed, so that a sink killed and started again
+goes on where the table ends. It also measures latency: from when the rows
+entered the system (their source's stamp, carried by every batch) to their
+arrival here (their commit, for a table)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import IO
 
 from semiactive.ha.resync import ResyncPoint
 from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.postgres import PostgresTable
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.input import InputSection
@@ -31,11 +35,13 @@ class SinkRole:
         metrics: NodeMetrics,
         run_dir: Path | None,
         split_by: str | None = None,
+        table: PostgresTable | None = None,
     ) -> None:
         self.name = name
         self.inputs = inputs
         edge = inputs.edges[0]
         self.metrics = metrics
+        self.table = table
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
         self.latencies = array("d")
         self.delivered = 0
@@ -48,12 +54,24 @@ class SinkRole:
         if run_dir is not None:
             (run_dir / "sink").mkdir(parents=True, exist_ok=True)
             (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
-            self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
-            # One line per delivered batch: wall time, first seq, count (output gaps).
-            self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("w", buffering=1 << 14)
+            if table is None:
+                self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
+            # One line per delivered batch: wall time, first seq, count (output
+            # gaps); appended to by a sink started again.
+            self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("a", buffering=1 << 14)
+        self._reported = False
         self.split: SplitFiles | None = None
         if run_dir is not None and split_by is not None:
             self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
+
+    async def open(self) -> None:
+        """Before it serves: a table sink goes on after what is committed."""
+        if self.table is None:
+            return
+        committed = await self.table.open()
+        if committed:
+            edge = self.inputs.edges[0].edge
+            self.inputs.restart(committed + 1, {edge: committed + 1})
 
     # -- receiver (for the inbound session) ----------------------------------------------
 
@@ -85,8 +103,13 @@ class SinkRole:
         pass  # its cut is what it received: nothing to capture
 
     def level1(self) -> ResyncPoint:
-        """A sink needs nothing before what it has: cut = received + 1."""
+        """A sink needs nothing before what it has: cut = received + 1 (for
+        a table: committed + 1; its producer keeps the rest for a restart)."""
         edges = self.inputs.edges
+        if self.table is not None:
+            # One edge (topology refuses more): its seqs are the positions.
+            committed = self.table.committed
+            return ResyncPoint(committed, 0, committed + 1, {edges[0].edge: committed + 1})
         position = edges[0].last_seq if len(edges) == 1 else self.inputs.position
         return ResyncPoint(position, 0, position + 1, {e.edge: e.last_seq + 1 for e in edges})
 
@@ -99,6 +122,8 @@ class SinkRole:
         self.inputs.forget_before(self.inputs.position + 1)
         if rows:
             fmt = self.fmt
+            if self.table is not None:
+                await self.table.write(rows)
             if self._out is not None:
                 self._out.write("".join([fmt(r[1], r) for r in rows]))
                 self._out.flush()
@@ -106,6 +131,10 @@ class SinkRole:
                 self.split.write(rows, fmt)
             if self._arrivals is not None:
                 self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
+                if self.table is not None:
+                    # A table sink may be killed and go on: what it wrote
+                    # before must not be lost with its buffer (output gaps).
+                    self._arrivals.flush()
             self.delivered += len(rows)
             entered = self.inputs.entered
             if entered:
@@ -123,6 +152,11 @@ class SinkRole:
     def finished(self) -> bool:
         return self.inputs.end_of_stream and not self.inputs.backlog
 
+    async def aclose(self) -> None:
+        self.close()
+        if self.table is not None:
+            await self.table.close()
+
     def close(self) -> None:
         if self.split is not None:
             self.split.close()
@@ -132,13 +166,18 @@ class SinkRole:
         if self._out is not None:
             self._out.close()
             self._out = None
+        if not self._reported:
+            self._reported = True
             self.write_report()
 
     def write_report(self) -> None:
         if self.run_dir is None:
             return
         data = sorted(self.latencies)
-        report: dict[str, float | int | None] = {"delivered": self.delivered}
+        # A table holds what every incarnation of its sink committed (seqs
+        # 1..committed); latencies are this incarnation's.
+        delivered = self.table.committed if self.table is not None else self.delivered
+        report: dict[str, float | int | None] = {"delivered": delivered}
         for q in (0.5, 0.9, 0.99, 0.999):
             report[f"p{int(q * 1000) / 10:g}_ms"] = (
                 data[min(len(data) - 1, int(q * len(data)))] * 1000 if data else None

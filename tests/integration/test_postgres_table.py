@@ -1,0 +1,126 @@
+"""The PostgreSQL sink's table against a real server: the rows committed
+are the progress a restarted sink goes on from; a row is never written
+twice; a database that goes away is waited for."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from semiactive.config import PostgresSinkConfig
+from semiactive.node.connectors.postgres import PostgresTable, PostgresUnavailable, read_table
+from semiactive.node.cql import plan
+from tests.postgres_server import PostgresServer, postgres_server
+
+SCHEMA = plan.Schema(
+    (plan.Column("id", plan.INTEGER), plan.Column("v", plan.FLOAT), plan.Column("s", plan.char(8)))
+)
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    with postgres_server(tmp_path_factory.mktemp("pg")) as server:
+        yield server
+
+
+def _rows(first: int, last: int) -> list[tuple[object, ...]]:
+    return [(seq * 10, seq, 1, seq, seq / 2, f"r{seq}") for seq in range(first, last + 1)]
+
+
+def test_a_table_sink_started_again_goes_on_after_what_is_committed(postgres: PostgresServer) -> None:
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="goes_on")
+
+    async def scenario() -> None:
+        first = PostgresTable(cfg, "run-a", SCHEMA, plan.Kind.STREAM)
+        assert await first.open() == 0
+        await first.write(_rows(1, 5))
+        await first.close()
+        again = PostgresTable(cfg, "run-a", SCHEMA, plan.Kind.STREAM)
+        assert await again.open() == 5
+        await again.write(_rows(3, 8))  # 3..5 are there already: skipped
+        await again.close()
+        other_run = PostgresTable(cfg, "run-b", SCHEMA, plan.Kind.STREAM)
+        assert await other_run.open() == 0
+        await other_run.close()
+
+    asyncio.run(scenario())
+    records = read_table(cfg, "run-a", SCHEMA, plan.Kind.STREAM)
+    assert [r["seq"] for r in records] == list(range(1, 9))
+    assert records[0] == {"seq": 1, "ts": 10, "id": 1, "v": 0.5, "s": "r1"}
+
+
+def test_a_row_written_twice_is_refused_by_the_table_and_skipped(postgres: PostgresServer) -> None:
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="twice")
+
+    async def scenario() -> None:
+        one, two = (PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM) for _ in range(2))
+        await one.open()
+        await two.open()  # both saw nothing committed
+        await one.write(_rows(1, 4))
+        await two.write(_rows(1, 6))  # the key refuses 1..4; read again, it writes 5..6
+        assert two.committed == 6
+        await one.close()
+        await two.close()
+
+    asyncio.run(scenario())
+    assert [r["seq"] for r in read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_relation_keeps_the_sign_of_each_change(postgres: PostgresServer) -> None:
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="changes")
+    rows = [(10, 1, 1, 7, 1.5, "a"), (20, 2, -1, 7, 1.5, "a")]
+
+    async def scenario() -> None:
+        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.RELATION)
+        await table.open()
+        await table.write(rows)
+        await table.close()
+
+    asyncio.run(scenario())
+    assert [r["op"] for r in read_table(cfg, "run", SCHEMA, plan.Kind.RELATION)] == ["+", "-"]
+
+
+def test_a_write_waits_for_a_database_that_went_away(postgres: PostgresServer) -> None:
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="waits")
+    outages: list[str | None] = []
+
+    async def scenario() -> None:
+        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM, on_outage=outages.append)
+        await table.open()
+        await table.write(_rows(1, 2))
+        postgres.kill()
+        loop = asyncio.get_running_loop()
+        loop.call_later(1.0, postgres.start)
+        await asyncio.wait_for(table.write(_rows(3, 4)), timeout=30)
+        await table.close()
+
+    asyncio.run(scenario())
+    assert len(outages) == 2 and outages[0] and outages[1] is None
+    assert [r["seq"] for r in read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)] == [1, 2, 3, 4]
+
+
+def test_an_unreachable_database_at_start_up_names_the_table(tmp_path: Path) -> None:
+    cfg = PostgresSinkConfig(
+        dsn="postgresql://semiactive@127.0.0.1:9/x", table="nowhere", connect_timeout_s=0.3
+    )
+    table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM)
+    with pytest.raises(PostgresUnavailable, match=r"cannot reach PostgreSQL table nowhere after 0\.3 s"):
+        asyncio.run(table.open())
+
+
+def test_the_table_refuses_nothing_a_stream_can_hold(postgres: PostgresServer) -> None:
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="odd_values")
+    rows = [(1, 1, 1, -(2**62), float("nan"), "quote'\"\\\n\t")]
+
+    async def scenario() -> None:
+        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM)
+        await table.open()
+        await table.write(rows)
+        await table.close()
+
+    asyncio.run(scenario())
+    (record,) = read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)
+    assert record == {"seq": 1, "ts": 1, "id": -(2**62), "v": None, "s": "quote'\"\\\n\t"}
