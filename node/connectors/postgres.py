@@ -98,7 +98,6 @@ class PostgresTable:
         self.kind = kind
         self.columns = table_columns(schema, kind)
         self.committed = 0  # the highest seq committed for this run
-        self.outages = 0  # writes that found the database gone
         self._on_outage = on_outage  # called with the error, then with None once it is back
         self._conn: psycopg.AsyncConnection[Any] | None = None
         table = sql.Identifier(config.table)
@@ -167,7 +166,6 @@ class PostgresTable:
             except psycopg.Error as exc:
                 if not down:
                     down = True
-                    self.outages += 1
                     log.warning("table %s: %s; retrying", self.config.table, _first_line(exc))
                     if self._on_outage is not None:
                         self._on_outage(_first_line(exc))

@@ -30,6 +30,18 @@ def _rows(first: int, last: int) -> list[tuple[object, ...]]:
     return [(seq * 10, seq, 1, seq, seq / 2, f"r{seq}") for seq in range(first, last + 1)]
 
 
+def _write(cfg: PostgresSinkConfig, rows: list[tuple[object, ...]], kind: plan.Kind) -> None:
+    """One sink's life: open the table for run ``run``, write, close."""
+
+    async def scenario() -> None:
+        table = PostgresTable(cfg, "run", SCHEMA, kind)
+        await table.open()
+        await table.write(rows)
+        await table.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_table_sink_started_again_goes_on_after_what_is_committed(postgres: PostgresServer) -> None:
     cfg = PostgresSinkConfig(dsn=postgres.dsn, table="goes_on")
 
@@ -71,15 +83,7 @@ def test_a_row_written_twice_is_refused_by_the_table_and_skipped(postgres: Postg
 
 def test_a_relation_keeps_the_sign_of_each_change(postgres: PostgresServer) -> None:
     cfg = PostgresSinkConfig(dsn=postgres.dsn, table="changes")
-    rows = [(10, 1, 1, 7, 1.5, "a"), (20, 2, -1, 7, 1.5, "a")]
-
-    async def scenario() -> None:
-        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.RELATION)
-        await table.open()
-        await table.write(rows)
-        await table.close()
-
-    asyncio.run(scenario())
+    _write(cfg, [(10, 1, 1, 7, 1.5, "a"), (20, 2, -1, 7, 1.5, "a")], plan.Kind.RELATION)
     assert [r["op"] for r in read_table(cfg, "run", SCHEMA, plan.Kind.RELATION)] == ["+", "-"]
 
 
@@ -113,14 +117,6 @@ def test_an_unreachable_database_at_start_up_names_the_table(tmp_path: Path) -> 
 
 def test_the_table_refuses_nothing_a_stream_can_hold(postgres: PostgresServer) -> None:
     cfg = PostgresSinkConfig(dsn=postgres.dsn, table="odd_values")
-    rows = [(1, 1, 1, -(2**62), float("nan"), "quote'\"\\\n\t")]
-
-    async def scenario() -> None:
-        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM)
-        await table.open()
-        await table.write(rows)
-        await table.close()
-
-    asyncio.run(scenario())
+    _write(cfg, [(1, 1, 1, -(2**62), float("nan"), "quote'\"\\\n\t")], plan.Kind.STREAM)
     (record,) = read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)
     assert record == {"seq": 1, "ts": 1, "id": -(2**62), "v": None, "s": "quote'\"\\\n\t"}
