@@ -9,6 +9,8 @@ arrival here (their commit, for a table)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import re
 from array import array
@@ -60,6 +62,11 @@ class SinkRole:
             # gaps); appended to by a sink started again.
             self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("a", buffering=1 << 14)
         self._reported = False
+        # A table's writes: taken rows in take order, committed by one task
+        # (see received()); how many taken rows are not committed yet.
+        self._writes: asyncio.Queue[tuple[list[Element], float]] = asyncio.Queue()
+        self._unwritten = 0
+        self._writer: asyncio.Task[None] | None = None
         self.split: SplitFiles | None = None
         if run_dir is not None and split_by is not None:
             self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
@@ -72,6 +79,7 @@ class SinkRole:
         if committed:
             edge = self.inputs.edges[0].edge
             self.inputs.restart(committed + 1, {edge: committed + 1})
+        self._writer = asyncio.create_task(self._write_taken(), name=f"{self.name} writer")
 
     # -- receiver (for the inbound session) ----------------------------------------------
 
@@ -120,40 +128,66 @@ class SinkRole:
         taken, _ = self.inputs.take()
         rows = next(iter(taken.values()), [])
         self.inputs.forget_before(self.inputs.position + 1)
-        if rows:
-            fmt = self.fmt
-            if self.table is not None:
-                await self.table.write(rows)
-            if self._out is not None:
-                self._out.write("".join([fmt(r[1], r) for r in rows]))
-                self._out.flush()
-            if self.split is not None:
-                self.split.write(rows, fmt)
-            if self._arrivals is not None:
-                self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
-                if self.table is not None:
-                    # A table sink may be killed and go on: what it wrote
-                    # before must not be lost with its buffer (output gaps).
-                    self._arrivals.flush()
-            self.delivered += len(rows)
-            entered = self.inputs.entered
-            if entered:
-                # From the entry of the oldest row they came from, for each
-                # row of this take: an upper bound, by at most the take's span.
-                latency = max(0.0, clock.wall() - entered)
-                self.latencies.extend(itertools.repeat(latency, len(rows)))
-                self.latency_rows += len(rows)
-                self.latency_sum_s += latency * len(rows)
-                self.metrics.latency.observe(latency)
+        if rows and self.table is not None:
+            # Rows taken are no longer in the input section: they must be
+            # committed whatever happens to this call. The inbound stream
+            # calling it is cancelled when its peer dies (a producer killed
+            # mid-commit lost a row so), and two streams (old and new
+            # primary) may call it at once: one writer task commits in take
+            # order, and this call only waits for it (backpressure).
+            self._unwritten += len(rows)
+            self._writes.put_nowait((rows, self.inputs.entered))
+            await self._writes.join()
+        elif rows:
+            self._deliver(rows, self.inputs.entered)
         if self.finished:
             self.close()
 
+    async def _write_taken(self) -> None:
+        assert self.table is not None
+        while True:
+            rows, entered = await self._writes.get()
+            await self.table.write(rows)
+            self._unwritten -= len(rows)
+            self._deliver(rows, entered)
+            self._writes.task_done()
+            if self.finished:
+                self.close()
+
+    def _deliver(self, rows: list[Element], entered: float) -> None:
+        """Rows written: to the files, the arrivals, the latency."""
+        fmt = self.fmt
+        if self._out is not None:
+            self._out.write("".join([fmt(r[1], r) for r in rows]))
+            self._out.flush()
+        if self.split is not None:
+            self.split.write(rows, fmt)
+        if self._arrivals is not None:
+            self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
+            if self.table is not None:
+                # A table sink may be killed and go on: what it wrote
+                # before must not be lost with its buffer (output gaps).
+                self._arrivals.flush()
+        self.delivered += len(rows)
+        if entered:
+            # From the entry of the oldest row they came from, for each
+            # row of this take: an upper bound, by at most the take's span.
+            latency = max(0.0, clock.wall() - entered)
+            self.latencies.extend(itertools.repeat(latency, len(rows)))
+            self.latency_rows += len(rows)
+            self.latency_sum_s += latency * len(rows)
+            self.metrics.latency.observe(latency)
+
     @property
     def finished(self) -> bool:
-        return self.inputs.end_of_stream and not self.inputs.backlog
+        return self.inputs.end_of_stream and not self.inputs.backlog and not self._unwritten
 
     async def aclose(self) -> None:
         self.close()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
         if self.table is not None:
             await self.table.close()
 
