@@ -13,7 +13,12 @@ import pytest
 from semiactive.config import PostgresSinkConfig
 from semiactive.node.connectors.postgres import PostgresTable, PostgresUnavailable, read_table
 from semiactive.node.cql import plan
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.input import EdgeInput, InputSection
+from semiactive.node.service.metrics import NodeMetrics
+from semiactive.node.service.roles.sink import SinkRole
 from tests.postgres_server import PostgresServer, postgres_server
+from tests.waiting import wait_until_async
 
 SCHEMA = plan.Schema(
     (plan.Column("id", plan.INTEGER), plan.Column("v", plan.FLOAT), plan.Column("s", plan.char(8)))
@@ -120,3 +125,32 @@ def test_the_table_refuses_nothing_a_stream_can_hold(postgres: PostgresServer) -
     _write(cfg, [(1, 1, 1, -(2**62), float("nan"), "quote'\"\\\n\t")], plan.Kind.STREAM)
     (record,) = read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)
     assert record == {"seq": 1, "ts": 1, "id": -(2**62), "v": None, "s": "quote'\"\\\n\t"}
+
+
+def test_rows_taken_by_a_call_cancelled_mid_commit_are_still_committed(postgres: PostgresServer) -> None:
+    """The inbound stream that hands rows to the sink is cancelled when its
+    producer dies; rows it had taken from the input section must still be
+    committed (a kill -9 of a stage primary once lost one so)."""
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="cancelled")
+    edge = EdgeInput("a->sink", "s", 0, RowCodec(SCHEMA, plan.Kind.STREAM))
+
+    async def scenario() -> None:
+        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM)
+        sink = SinkRole("sink", InputSection([edge]), NodeMetrics("sink", "sink", "sink"), None, table=table)
+        await sink.open()
+        postgres.kill()
+        sink.receive("a->sink", 1, _rows(1, 3), 30, False, 3)
+        call = asyncio.create_task(sink.received())
+        await asyncio.sleep(0.3)  # its commit waits for the database
+        call.cancel()
+        postgres.start()
+
+        async def committed() -> bool | None:
+            return table.committed == 3 or None
+
+        await wait_until_async(committed, what="the taken rows committed", timeout=30)
+        assert sink.level1().edge_cut == {"a->sink": 4}
+        await sink.aclose()
+
+    asyncio.run(scenario())
+    assert [r["seq"] for r in read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)] == [1, 2, 3]
