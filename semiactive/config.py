@@ -138,6 +138,13 @@ class SourceConfig(_Model):
             raise ValueError("a file source needs a path")
         return self
 
+    @property
+    def restartable(self) -> bool:
+        """Started again after a kill, it loses and repeats nothing: it
+        generates the same rows in every incarnation (an ingest or registry
+        source's rows come from outside and die with it)."""
+        return self.kind in ("synthetic", "file")
+
 
 RATE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)/s\s*$")

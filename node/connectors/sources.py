@@ -3,7 +3,9 @@ them against the wall clock; the tuples themselves never depend on it.
 
 - :class:`SyntheticSource`: seeded pseudo-random tuples on a rate schedule
   (e.g. 100 tuples/s, then 1000 tuples/s from 10 s). Tuple i's timestamp is
-  a function of i and the schedule, so a re-run emits the same stream.
+  a function of i and the schedule, its values of the seed and i's block of
+  :data:`BLOCK` tuples, so a re-run emits the same stream and a source
+  started again can begin anywhere (:meth:`SyntheticSource.seek`).
 - :class:`FileSource`: replay of a CSV or JSON Lines file with a ``ts``
   column (integer ms, non-decreasing); a relation's file has an ``op``
   column with ``+`` or ``-``.
@@ -98,6 +100,11 @@ class RateSchedule:
         return n
 
 
+# The synthetic generator draws each block of this many tuples from its own
+# seed: a source started again at tuple i draws at most BLOCK tuples to get there.
+BLOCK = 4096
+
+
 class SyntheticSource:
     """Tuples for a schema: ``id`` counts from 0, other integers are uniform
     in [0, 1000), floats in [0, 1000), text random letters. The last char
@@ -109,8 +116,18 @@ class SyntheticSource:
         self.schedule = schedule
         self.seed = seed
         self.index = 0
-        self._rng = random.Random(seed)
+        self._rng = random.Random()
+        self._rng.seed(f"{seed}:0")
         self._makers = [self._maker(c) for c in schema.columns]
+
+    def seek(self, index: int) -> None:
+        """Go on at tuple ``index`` (0-based) as if every tuple before it had
+        been taken."""
+        block = index // BLOCK
+        self._rng.seed(f"{self.seed}:{block}")
+        self.index = block * BLOCK
+        if index > self.index:
+            self.take(index - self.index)
 
     def _maker(self, column: plan.Column) -> Any:
         rng = self._rng
@@ -137,9 +154,14 @@ class SyntheticSource:
         out = []
         makers = self._makers
         ts = self.schedule.ts
-        for i in range(self.index, self.index + count):
-            out.append((ts(i), i + 1, 1, *[m(i) for m in makers]))
-        self.index += count
+        end = self.index + count
+        while self.index < end:
+            if self.index % BLOCK == 0:
+                self._rng.seed(f"{self.seed}:{self.index // BLOCK}")
+            upto = min(end, (self.index // BLOCK + 1) * BLOCK)
+            for i in range(self.index, upto):
+                out.append((ts(i), i + 1, 1, *[m(i) for m in makers]))
+            self.index = upto
         return out
 
     def due(self, elapsed_ms: float) -> int:

@@ -41,6 +41,7 @@ from semiactive.node.service.roles.inbound import InboundEdgeSession, Receiver
 from semiactive.node.service.roles.replica import ReplicaRole
 from semiactive.node.service.roles.sink import SinkRole
 from semiactive.node.service.roles.source import SourceRole
+from semiactive.node.service.roles.source_progress import SourceProgress
 from semiactive.node.service.transport import DataPlaneServer, Rejected
 from semiactive.runtime import authorization, clock, telemetry
 from semiactive.runtime.atomic_file import write_json
@@ -134,7 +135,11 @@ class NodeDaemon:
         self.link: CoordinatorLink | None = None
         if role is NodeRole.SOURCE:
             assert stage is not None and stage.source is not None and stage.schema is not None
-            out = OutputLog(topology.config.queue_rows)
+            progress = None
+            if run_dir is not None and stage.source.restartable:
+                progress = SourceProgress(run_dir, name)
+            freed = progress.load() if progress is not None else None
+            out = OutputLog(topology.config.queue_rows, first_seq=(freed or 0) + 1)
             for edge_id, size in consumer_batch_sizes(topology, stage).items():
                 out.add_edge(edge_id, size)
             outbound = Outbound(
@@ -150,7 +155,7 @@ class NodeDaemon:
                 network=self.network,
                 events=self.events,
             )
-            self.serving = SourceRole(name, stage.source, stage.schema, out, outbound, run_dir)
+            self.serving = SourceRole(name, stage.source, stage.schema, out, outbound, run_dir, progress)
         elif role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
             assert stage is not None
             self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)

@@ -13,7 +13,9 @@ may not be, and the coordinator then rebuilds it from its producers'
 retained logs (docs/ha.md, "Both replicas lost"). With ``both_replicas``
 a quarter of the faults kill both replicas of a stage together (beyond the
 single-failure model; off by default, so that a seed's plans stay those of
-earlier campaigns). After each run the
+earlier campaigns). With ``ends`` about a third of the faults kill a source
+or sink that is started again as itself (a file or generator source, a
+table sink) instead. After each run the
 sinks are compared with the failure-free reference; the summary counts lost,
 duplicated and wrong rows, and the command fails if there is any.
 """
@@ -43,15 +45,40 @@ KILL = FaultKind.KILL
 INJECTORS = ("nemesis", "launcher")
 
 
-def plan(rnd: random.Random, topo: Topology, duration: float, both_replicas: bool = False) -> list[Fault]:
+def restartable_ends(topo: Topology) -> list[str]:
+    """The sources and sinks a kill does not stop: started again as themselves."""
+    out = []
+    for stage in topo.stages.values():
+        if (stage.source is not None and stage.source.restartable) or (
+            stage.sink is not None and stage.sink.durable
+        ):
+            out.append(stage.primary)
+    return out
+
+
+def plan(
+    rnd: random.Random, topo: Topology, duration: float, both_replicas: bool = False, ends: bool = False
+) -> list[Fault]:
     protected = [s for s in topo.stages.values() if s.config is not None and s.config.ha.mode != "none"]
     if not protected:
         raise ConfigError("chaos needs at least one protected stage (an ha: section with a secondary)")
+    end_nodes = restartable_ends(topo) if ends else []
+    if ends and not end_nodes:
+        raise ConfigError("--ends: no source or sink here is started again after a kill")
     order = [s.name for s in topo.stages.values() if s.role == "stage"]
     faults: list[Fault] = []
     last_on_stage: dict[str, float] = {}
     t = rnd.uniform(0.8, 1.5)
     for _ in range(rnd.randint(1, 3)):
+        if end_nodes and rnd.random() < 0.35:
+            end = rnd.choice(end_nodes)
+            t = max(t, last_on_stage.get(end, -1e9) + SAME_STAGE_GAP_S)
+            if t > duration - 1.0:
+                break
+            faults.append(Fault(end, round(t, 3), KILL))
+            last_on_stage[end] = t
+            t += rnd.uniform(0.3, 1.5)
+            continue
         stage = rnd.choice(protected)
         if t - last_on_stage.get(stage.name, -1e9) < SAME_STAGE_GAP_S:
             t = last_on_stage[stage.name] + SAME_STAGE_GAP_S
@@ -92,6 +119,7 @@ def run_chaos(
     duration: float,
     out_dir: Path,
     both_replicas: bool = False,
+    ends: bool = False,
     injector: str = "nemesis",
     tags: dict[str, str] | None = None,
 ) -> int:
@@ -102,7 +130,7 @@ def run_chaos(
     rnd = random.Random(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     params = {"config": str(Path(config_path).resolve()), "runs": runs, "seed": seed, "duration_s": duration}
-    params |= {"both_replicas": both_replicas, "injector": injector}
+    params |= {"both_replicas": both_replicas, "ends": ends, "injector": injector}
     campaign = Campaign(out_dir, "chaos", params, tags)
     lost = duplicated = wrong = failed = injected = crashed = 0
     recoveries: list[float] = []
@@ -110,7 +138,7 @@ def run_chaos(
     started = time.monotonic()
     done = 0
     for i in range(runs):
-        faults = plan(rnd, topo, duration, both_replicas)
+        faults = plan(rnd, topo, duration, both_replicas, ends)
         run_dir = out_dir / f"run-{i:04d}"
         reports: list[RunReport] = []
         try:

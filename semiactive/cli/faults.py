@@ -30,6 +30,12 @@ def register(sub: Subcommands) -> None:
         help="also kill both replicas of a stage together (a spare rebuilds it)",
     )
     chaos.add_argument(
+        "--ends",
+        action="store_true",
+        help="also kill sources and sinks that are started again as themselves (file and "
+        "generator sources, table sinks)",
+    )
+    chaos.add_argument(
         "--injector",
         choices=["nemesis", "launcher"],
         default="nemesis",
@@ -88,6 +94,7 @@ def _chaos(args: argparse.Namespace) -> int:
         duration=args.duration,
         out_dir=out,
         both_replicas=args.both_replicas,
+        ends=args.ends,
         injector=args.injector,
         tags=tags,
     )

@@ -155,6 +155,8 @@ class Cluster:
         self.ports = PortAllocator()
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.t0 = 0.0
+        self.draining = False  # the sources were asked to stop
+        self._restarts: set[asyncio.Task[None]] = set()  # sources started again, waiting for Start
         self.events = EventLog("launcher", run_dir)
         self.watch = ProcessWatch(self.events)
         self.reprotect = True
@@ -178,7 +180,11 @@ class Cluster:
         """Every source has emitted its end of stream (or died, and no one
         will emit the rest)."""
         for p in self.processes.values():
-            if p.role != "source" or not p.alive:
+            if p.role != "source":
+                continue
+            if not p.alive:
+                if self.restartable(p) and not p.abandoned:
+                    return False  # it will be started again
                 continue
             st = await self.status(p.name, timeout=0.5)
             if st is None or not st.finished:
@@ -280,11 +286,29 @@ class Cluster:
         self.write_cluster_json()
         self.events.emit("restarted", target=p.name, role="spare" if p.role != COORDINATOR else COORDINATOR)
 
-    def durable_sink(self, p: Process) -> bool:
-        """A sink whose output survives it (a table): started again in its
-        role, it goes on where its output ends."""
+    def restartable(self, p: Process) -> bool:
+        """A source that generates the same rows in every incarnation, or a
+        sink whose output survives it (a table): started again in its role,
+        it goes on where its consumers or its output are."""
         stage = self.topology.stages.get(p.stage) if p.stage else None
-        return p.role == "sink" and stage is not None and stage.sink is not None and stage.sink.durable
+        if stage is None or self.run_dir is None:
+            return False
+        if p.role == "source":
+            return stage.source is not None and stage.source.restartable
+        return p.role == "sink" and stage.sink is not None and stage.sink.durable
+
+    async def _start_source_again(self, p: Process) -> None:
+        """Give a source started again the run's t0 (its rows are due on
+        the same schedule); stopped already if the run is draining."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while p.alive and time.monotonic() < deadline:
+            try:
+                await self.control(p.name).Start(cpb.StartRequest(t0_unix=self.t0), timeout=2)
+                if self.draining:
+                    await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
+                return
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.1)
 
     def restart_in_role(self, p: Process) -> None:
         """Start ``p`` again as what it was configured as."""
@@ -296,16 +320,17 @@ class Cluster:
 
     def restart_dead(self) -> None:
         """The process supervisor's part: restart, after a moment, every dead
-        process that can be (not sources, nor sinks that write files:
+        process that can be (not ingest sources, nor sinks that write files:
         nothing replicates them; nodes only when re-protection is on). A
-        durable sink killed by a signal is started again as itself; one
-        that exits by itself (its database unreachable at start-up) is not."""
+        restartable source or sink killed by a signal is started again as
+        itself; one that exits by itself (its database unreachable at
+        start-up, a bad input file) is not."""
         now = time.monotonic()
         for p in self.processes.values():
-            if p.alive or p.popen is None or p.abandoned or p.role == "source":
+            if p.alive or p.popen is None or p.abandoned:
                 continue
-            if p.role == "sink":
-                if not self.durable_sink(p):
+            if p.role in ("source", "sink"):
+                if not self.restartable(p):
                     continue
                 status = p.returncode() or 0
                 if status >= 0:
@@ -326,8 +351,12 @@ class Cluster:
                     self.events.emit("not_restarted", target=p.name, reason=changed)
                     print(f"{p.name} not restarted: {changed}", file=sys.stderr)
                     continue
-                if p.role == "sink":
+                if p.role in ("source", "sink"):
                     self.restart_in_role(p)
+                    if p.role == "source" and self.t0:
+                        task = asyncio.get_running_loop().create_task(self._start_source_again(p))
+                        self._restarts.add(task)
+                        task.add_done_callback(self._restarts.discard)
                 else:
                     self.restart_as_spare(p)
 
@@ -508,6 +537,7 @@ class Cluster:
         where a stage has stopped for good, until every surviving replica
         has delivered what it holds and nothing moves any more. Dead
         processes are still restarted meanwhile."""
+        self.draining = True
         for p in self.processes.values():
             if p.role == "source" and p.alive:
                 with contextlib.suppress(grpc.aio.AioRpcError):
@@ -563,6 +593,8 @@ class Cluster:
         while any(p.alive for p in self.processes.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.kill_all()
+        for task in self._restarts:
+            task.cancel()
         for channel in self.channels.values():
             await channel.close(None)
 

@@ -53,7 +53,9 @@ def stopped_stages(
     for stage in topology.stages.values():
         node = processes.get(stage.primary)
         if stage.role in ("source", "sink"):
-            restarted = stage.sink is not None and stage.sink.durable
+            restarted = (stage.sink is not None and stage.sink.durable) or (
+                stage.source is not None and stage.source.restartable
+            )
             if node is not None and not node.alive and (node.abandoned or not restarted):
                 out.append(Stopped(stage.name, f"its {stage.role} process {stage.primary} died"))
             continue

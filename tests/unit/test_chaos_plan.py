@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -42,3 +43,18 @@ def test_both_replicas_of_a_stage_only_when_asked() -> None:
     topo = _topology()
     doubles = sum(_double_losses(topo, plan(random.Random(seed), topo, 5.0, True)) for seed in range(200))
     assert doubles > 20
+
+
+def test_sources_are_killed_only_when_asked_and_never_twice_within_the_gap() -> None:
+    topo = _topology()
+    sources = {s.primary for s in topo.stages.values() if s.source is not None}
+    assert sources
+    assert not any(f.node in sources for seed in range(200) for f in plan(random.Random(seed), topo, 5.0))
+    hits = 0
+    for seed in range(200):
+        faults = plan(random.Random(seed), topo, 5.0, ends=True)
+        ends = sorted(f.at for f in faults if f.node in sources)
+        assert all(f.kind == "kill" for f in faults if f.node in sources)
+        assert all(b - a >= SAME_STAGE_GAP_S - 0.001 for a, b in itertools.pairwise(ends))
+        hits += len(ends)
+    assert hits > 50

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from semiactive.node.connectors.sources import (
+    BLOCK,
     Phase,
     RateSchedule,
     SourceDataError,
@@ -85,6 +86,16 @@ def test_same_seed_same_tuples_whatever_the_batching() -> None:
     split = pieces.take(20) + pieces.take(1) + pieces.take(29)
     assert whole == split
     assert _source(6).take(50) != whole
+
+
+def test_a_generator_started_anywhere_goes_on_with_the_same_tuples() -> None:
+    """What a source started again relies on (its rows are not kept)."""
+    whole = _source(5).take(3 * BLOCK + 17)
+    for start in (0, 1, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 300):
+        gen = _source(5)
+        gen.seek(start)
+        assert gen.index == start and gen.next_ts() == whole[start][0]
+        assert gen.take(len(whole) - start) == whole[start:], start
 
 
 def test_synthetic_tuple_shape() -> None:

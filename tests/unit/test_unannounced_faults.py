@@ -129,7 +129,9 @@ def test_only_deaths_no_replica_covers_stop_a_stage() -> None:
     procs["node-2"].alive = False  # protected by node-4: not stopped
     assert stopped_stages(topo, procs, never) == []
     procs["node-3"].restarts = 1  # unprotected: its node died (restarted empty)
-    procs["node-0"].alive = False  # the source
+    procs["node-0"].alive = False  # the source: a generator, started again as itself
+    assert {s.stage for s in stopped_stages(topo, procs, never)} == {"select-3"}
+    procs["node-0"].abandoned = True  # it exited by itself: not started again
     stopped = {s.stage: s.reason for s in stopped_stages(topo, procs, never)}
     assert set(stopped) == {"select-3", "node-0"}
     assert "unprotected" in stopped["select-3"] and "source" in stopped["node-0"]

@@ -6,6 +6,13 @@ push over gRPC. Every emitted tuple can be logged to
 ``<run-dir>/sources/<name>.jsonl``, with the final watermark in
 ``<name>.end.json``, so a run can be checked against an independent
 reference computation.
+
+A synthetic or file source generates the same rows in every incarnation,
+so one killed and started again goes on from what its consumers may still
+need (:mod:`~semiactive.node.service.roles.source_progress`): it generates the
+rows before that again for its row log only, and sends the rest. A stop
+ends the stream at the rows due by the stop's time, so that a source
+started again and stopped later ends no earlier than the one it replaces.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from semiactive.node.connectors.sources import (
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.service.outbound import Outbound
+from semiactive.node.service.roles.source_progress import SourceProgress, reopen_row_log
 from semiactive.runtime import clock
 from semiactive.runtime.atomic_file import write_json
 
@@ -42,6 +50,7 @@ log = logging.getLogger(__name__)
 
 NEVER = -(2**62)
 REGISTRY_TICK_S = 0.05
+PROGRESS_INTERVAL_S = 0.1
 
 
 class SourceRole:
@@ -53,7 +62,11 @@ class SourceRole:
         log_: OutputLog,
         outbound: Outbound,
         run_dir: Path | None,
+        progress: SourceProgress | None = None,
     ) -> None:
+        """``progress``: where a restartable source keeps its freed point;
+        the output log ``log_`` starts after the point it had (0 for a
+        first start)."""
         self.name = name
         self.config = config
         self.schema = schema
@@ -61,6 +74,8 @@ class SourceRole:
         self.outbound = outbound
         self.started = asyncio.Event()
         self.stopping = asyncio.Event()
+        self.stop_ms = float("inf")  # when the stop came, ms from t0: the stream ends there
+        self._stop_at_start = False  # a stop before t0 was known: the stream ends at the start
         self.t0 = 0.0  # wall-clock time (unix s) of event time 0
         self.emitted = 0
         self.watermark = NEVER
@@ -69,9 +84,17 @@ class SourceRole:
         self._log: IO[str] | None = None
         self._fmt = formatter(schema, plan.Kind.STREAM)
         self._run_dir = run_dir
+        self.progress = progress
+        # Rows up to here were sent by an earlier incarnation and freed.
+        self.resume = log_.first - 1
+        self.emitted = self.resume
         if run_dir is not None and config.log:
             (run_dir / "sources").mkdir(parents=True, exist_ok=True)
-            self._log = (run_dir / "sources" / f"{name}.jsonl").open("w", buffering=1 << 16)
+            path = run_dir / "sources" / f"{name}.jsonl"
+            if progress is not None and path.exists():
+                self._log, self.emitted = reopen_row_log(path, self.resume)
+            else:
+                self._log = path.open("w", buffering=1 << 16)
 
     def start(self, t0: float) -> None:
         if not self.started.is_set():
@@ -79,13 +102,49 @@ class SourceRole:
             self.started.set()
 
     def stop(self) -> None:
-        self.stopping.set()
+        if not self.stopping.is_set():
+            if self.started.is_set():
+                self.stop_ms = self.elapsed_ms()
+            else:
+                self._stop_at_start = True
+            self.stopping.set()
 
     async def run(self) -> None:
+        """Produce the stream; then keep the freed point until the node exits."""
+        keeper = asyncio.create_task(self._keep_progress()) if self.progress is not None else None
+        try:
+            await self._produce()
+            if keeper is not None:
+                await keeper
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+
+    async def _keep_progress(self) -> None:
+        """Record the output log's freed point as it moves. The row log is
+        flushed first: the rows a restarted source does not generate again
+        must be in it."""
+        assert self.progress is not None
+        while True:
+            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            freed = min(self.log.first - 1, self.emitted)
+            if freed > self.progress.saved:
+                if self._log is not None:
+                    self._log.flush()
+                try:
+                    self.progress.save(freed)
+                except OSError as exc:
+                    log.warning("%s: cannot record progress: %s", self.name, exc)
+
+    async def _produce(self) -> None:
         await self.started.wait()
         delay = self.t0 - clock.wall()
         if delay > 0:
             await asyncio.sleep(delay)
+        if self._stop_at_start:
+            # A source started again and stopped before its Start ends no
+            # earlier than the one it replaces, which was stopped before.
+            self.stop_ms = self.elapsed_ms()
         try:
             if self.config.kind == "synthetic":
                 await self._synthetic()
@@ -109,6 +168,8 @@ class SourceRole:
             if self._log is not None:
                 fmt = self._fmt
                 self._log.write("".join([fmt(r[1], r) for r in rows]))
+            if rows[0][1] <= self.resume:  # generated again for the row log only
+                rows = [r for r in rows if r[1] > self.resume]
         self.watermark = max(self.watermark, watermark)
         self.log.append(rows, self.watermark, entered)
         self.outbound.appended()
@@ -136,16 +197,19 @@ class SourceRole:
     async def _synthetic(self) -> None:
         phases = [Phase(int(p.at_s * 1000), p.tuples_per_s) for p in self.config.rate]
         gen = SyntheticSource(self.schema, RateSchedule(phases), self.config.seed)
+        gen.seek(self.emitted)
         batch = max(1, self.log.capacity // 4)
-        while not self.stopping.is_set():
+        while True:
             await self.outbound.wait_room()
-            due = gen.due(self.elapsed_ms())
+            due = gen.due(min(self.elapsed_ms(), self.stop_ms))
             self.lag_ms = max(0.0, self.elapsed_ms() - gen.next_ts())
             if due:
                 rows = gen.take(min(due, batch))
                 self._emit(rows, gen.next_ts() - 1, self.t0 + rows[0][0] / 1000)
                 await asyncio.sleep(0)
                 continue
+            if self.stopping.is_set():
+                break
             wait_ms = gen.next_ts() - self.elapsed_ms()
             self.lag_ms = max(0.0, -wait_ms)
             if wait_ms > 0:
@@ -179,10 +243,15 @@ class SourceRole:
 
         it: Iterator[Element] = iter(rows)
         nxt = next(it, None)
-        while nxt is not None and not self.stopping.is_set():
-            if first_ts is None:
-                first_ts = nxt[0]
+        if nxt is not None:
+            first_ts = nxt[0]  # the schedule's origin, also for a source started again
+        while nxt is not None and nxt[1] <= self.emitted:
+            nxt = next(it, None)
+        while nxt is not None:
+            assert first_ts is not None
             due_ms = clock.wall_ms(nxt[0] - first_ts)
+            if due_ms > self.stop_ms + 1:
+                break
             wait = due_ms - self.elapsed_ms()
             if wait > 1 and pending:
                 held = pending[-1][0] - 1 if pending[-1][0] == nxt[0] else nxt[0] - 1

@@ -1,0 +1,77 @@
+"""Where a file or generator source started again goes on.
+
+Such a source is its own log: its row ``seq`` is the file's ``seq``-th row
+or the generator's tuple ``seq - 1`` (from 0), the same in every incarnation. What a source
+must keep across a kill is therefore one number, the seq below which no
+consumer will ever ask again (its output log's freed point): rows up to it
+are not sent again, rows after it are, and the consumers drop what they
+already have. :class:`SourceProgress` keeps that number in the run
+directory (``sources/<name>.progress.json``, replaced atomically).
+
+The source's row log (``sources/<name>.jsonl``, one line per row in seq
+order: the reference input of a run's check) is cut back by
+:func:`reopen_row_log` to its last whole line, so that the rows the new
+incarnation generates again follow the kept ones exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import IO
+
+from semiactive.runtime.atomic_file import write_json
+
+
+class SourceProgress:
+    """The freed point of one source, kept in ``run_dir``."""
+
+    def __init__(self, run_dir: Path, name: str) -> None:
+        self.path = run_dir / "sources" / f"{name}.progress.json"
+        self.saved = 0
+
+    def load(self) -> int | None:
+        """The seq a previous incarnation had freed; None for a first
+        start. A damaged file counts as 0: everything is sent again, which
+        the consumers drop, rather than a guess that could skip rows."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            seq = json.loads(text)["freed"]
+        except (ValueError, KeyError, TypeError):
+            return 0
+        self.saved = seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else 0
+        return self.saved
+
+    def save(self, freed: int) -> bool:
+        """Record ``freed`` if it moved on; say whether it did."""
+        if freed <= self.saved:
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(self.path, {"freed": freed})
+        self.saved = freed
+        return True
+
+
+def reopen_row_log(path: Path, keep: int) -> tuple[IO[str], int]:
+    """The row log at ``path`` cut back to at most ``keep`` whole lines
+    (rows), opened for appending; and how many lines it kept. A line cut
+    short by a kill, and lines after ``keep``, go: they are generated again."""
+    kept = 0
+    end = 0
+    try:
+        with path.open("rb") as handle:
+            while kept < keep:
+                line = handle.readline()
+                if not line.endswith(b"\n"):
+                    break
+                kept += 1
+                end += len(line)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    with path.open("r+b") as handle:
+        handle.truncate(end)
+    return path.open("a", buffering=1 << 16), kept
