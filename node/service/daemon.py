@@ -91,13 +91,18 @@ class NodeDaemon:
         run_dir: Path | None = None,
         start_now: bool = False,
         spare: bool = False,
+        resume: bool = False,
         coordinator: str | None = None,
         network: Network | None = None,
         capture_in_child: bool = True,
     ) -> None:
         """``capture_in_child``: take operator state snapshots in a forked
         child (node/service/forked_capture.py), not on the event loop; the in-memory
-        simulation, whose processes share one loop, turns it off."""
+        simulation, whose processes share one loop, turns it off.
+        ``resume``: a file or generator source started again goes on from
+        the progress its predecessor left in ``run_dir`` (without it, a
+        source starts from its first row: a run directory kept from an
+        earlier deployment must not skip rows)."""
         if name not in topology.nodes:
             raise StartupError(
                 f"no node named {name!r} in {topology.path}; nodes: {', '.join(topology.nodes)}"
@@ -138,7 +143,7 @@ class NodeDaemon:
             progress = None
             if run_dir is not None and stage.source.restartable:
                 progress = SourceProgress(run_dir, name)
-            freed = progress.load() if progress is not None else None
+            freed = progress.load() if progress is not None and resume else None
             out = OutputLog(topology.config.queue_rows, first_seq=(freed or 0) + 1)
             for edge_id, size in consumer_batch_sizes(topology, stage).items():
                 out.add_edge(edge_id, size)

@@ -41,6 +41,7 @@ def run_node(
     start_now: bool,
     log_level: str,
     spare: bool = False,
+    resume: bool = False,
     coordinator: str | None = None,
     tls_dir: Path | None = None,
 ) -> int:
@@ -67,6 +68,7 @@ def run_node(
             run_dir=run_dir,
             start_now=start_now,
             spare=spare,
+            resume=resume,
             coordinator=coordinator,
             network=GrpcNetwork(security),
         )

@@ -22,6 +22,11 @@ def register(sub: Subcommands) -> None:
     node.add_argument("--run-dir", type=Path)
     node.add_argument("--start-now", action="store_true", help="sources start emitting at once")
     node.add_argument("--spare", action="store_true", help="start as a spare, whatever the config says")
+    node.add_argument(
+        "--resume",
+        action="store_true",
+        help="a file or generator source started again: go on from its progress in --run-dir",
+    )
     node.add_argument("--coordinator", metavar="HOST:PORT", help="report to this coordinator")
     tls_dir_option(node)
     node.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
@@ -57,6 +62,7 @@ def _node(args: argparse.Namespace) -> int:
         start_now=args.start_now,
         log_level=args.log_level,
         spare=args.spare,
+        resume=args.resume,
         coordinator=args.coordinator,
         tls_dir=args.tls_dir,
     )

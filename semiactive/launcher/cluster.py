@@ -249,7 +249,7 @@ class Cluster:
     def nodes(self) -> list[Process]:
         return [p for p in self.processes.values() if p.role != COORDINATOR]
 
-    def start_process(self, p: Process, spare: bool = False) -> None:
+    def start_process(self, p: Process, spare: bool = False, resume: bool = False) -> None:
         out = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
         prefix = self.network.command_prefix(p.name) if self.network is not None else []
         cmd = [*prefix, sys.executable, "-m", "semiactive"]
@@ -267,6 +267,8 @@ class Cluster:
             cmd += ["node", *common, "--name", p.name, "--coordinator", self.coordinator.address]
         if spare:
             cmd.append("--spare")
+        if resume:
+            cmd.append("--resume")
         # The process stops if this launcher dies (node/service/main.py): no orphans.
         env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
         env[LAUNCHER_PID_ENV] = str(os.getpid())
@@ -314,7 +316,7 @@ class Cluster:
         """Start ``p`` again as what it was configured as."""
         p.expected_exit = False
         p.restarts += 1
-        self.start_process(p)
+        self.start_process(p, resume=p.role == "source")
         self.write_cluster_json()
         self.events.emit("restarted", target=p.name, role=p.role)
 
