@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 
-.PHONY: demo test deploy-check lint iperf3 java prometheus postgres chromium dashboards bench proto clean deploy-test
+.PHONY: demo test deploy-check lint iperf3 java prometheus postgres nats chromium dashboards bench proto clean deploy-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,16 @@ postgres:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql; }
 
+# NATS (Debian's nats-server, with JetStream) is the server of the NATS
+# sink's tests, started by tests/nats_server.py on a free loopback port:
+# installed when missing and root; the service its package enables is
+# stopped (nothing listens on the default port). Otherwise those tests skip.
+nats:
+	@command -v nats-server >/dev/null || [ "$$(id -u)" != 0 ] || \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nats-server || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nats-server; }; } && \
+		{ systemctl disable --now nats-server >/dev/null 2>&1 || true; }
+
 # The Grafana dashboards are code (deploy/grafana/dashboards.py); this writes
 # deploy/grafana/dashboards/*.json, which are committed.
 dashboards: $(STAMP)
@@ -80,7 +90,7 @@ chromium:
 # In-process tests (unit, the simulation, the CQL fuzzer: about two minutes
 # serial) run on every core; the multi-process ones (marked slow) one at a
 # time, as their timings are load-sensitive.
-test: lint iperf3 prometheus postgres java chromium
+test: lint iperf3 prometheus postgres nats java chromium
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider -n auto -m "not slow"
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m slow
 	@$(MAKE) --no-print-directory deploy-check

@@ -345,15 +345,28 @@ class PostgresSinkConfig(_Model):
     connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
 
 
+class NatsSinkConfig(_Model):
+    """Where a ``kind: nats`` sink publishes: ``subject`` of the JetStream
+    stream ``stream`` at ``url``, created (file storage) if absent
+    (docs/connectors.md)."""
+
+    url: Annotated[str, Field(pattern=r"^(nats|tls)://[^\s]+$")]  # nats://host:port
+    stream: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+    subject: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$", max_length=255)]
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+
+
 class SinkConfig(_Model):
     """A process that receives one stream and writes it: as JSON Lines into
-    the run directory (``kind: file``), or into a PostgreSQL table, exactly
-    once across kills of the sink (``kind: postgres``)."""
+    the run directory (``kind: file``), into a PostgreSQL table
+    (``kind: postgres``) or a NATS JetStream subject (``kind: nats``), the
+    last two exactly once across kills of the sink."""
 
     name: Annotated[str, Field(pattern=NAME)]
     input: Annotated[str, Field(pattern=IDENT)]
-    kind: Literal["file", "postgres"] = "file"
+    kind: Literal["file", "postgres", "nats"] = "file"
     postgres: PostgresSinkConfig | None = None
+    nats: NatsSinkConfig | None = None
     # Also write one file per value of this text column (an MQO stage's
     # ``query``): sink/<name>/<value>.jsonl.
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
@@ -364,6 +377,10 @@ class SinkConfig(_Model):
             raise ValueError("a postgres sink needs postgres: {dsn: ..., table: ...}")
         if self.kind != "postgres" and self.postgres is not None:
             raise ValueError(f"postgres: given for a sink of kind {self.kind} (write kind: postgres)")
+        if self.kind == "nats" and self.nats is None:
+            raise ValueError("a nats sink needs nats: {url: ..., stream: ..., subject: ...}")
+        if self.kind != "nats" and self.nats is not None:
+            raise ValueError(f"nats: given for a sink of kind {self.kind} (write kind: nats)")
         if self.kind != "file" and self.split_by is not None:
             raise ValueError("split_by writes files: only a file sink has it")
         return self
@@ -372,7 +389,7 @@ class SinkConfig(_Model):
     def durable(self) -> bool:
         """Whether what it wrote survives its process: a restarted sink then
         goes on from there, losing and repeating nothing."""
-        return self.kind == "postgres"
+        return self.kind in ("postgres", "nats")
 
 
 def _node_reference(value: object) -> object:

@@ -15,9 +15,7 @@ producer's log fills, then the producer waits: backpressure, no loss).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 
 from semiactive.config import PostgresSinkConfig
 from semiactive.errors import UserError
+from semiactive.node.connectors.retrying import connect_within, first_line, until_done
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 
@@ -34,10 +33,6 @@ try:
 except ImportError:  # pragma: no cover - the extra is part of every test install
     psycopg = None  # type: ignore[assignment]
 
-log = logging.getLogger(__name__)
-
-RETRY_FIRST_S = 0.05
-RETRY_MAX_S = 2.0
 
 _SQL_TYPES = {
     plan.TypeName.INTEGER: "bigint",
@@ -117,22 +112,18 @@ class PostgresTable:
     async def open(self) -> int:
         """Connect (waiting up to ``connect_timeout_s``), create the table if
         absent, and return the highest seq already committed for this run."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.connect_timeout_s
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                await self._connect()
-                return self.committed
-            except psycopg.Error as exc:
-                await self._disconnect()
-                if loop.time() + delay > deadline:
-                    raise PostgresUnavailable(
-                        f"cannot reach PostgreSQL table {self.config.table} after "
-                        f"{self.config.connect_timeout_s:g} s: {_first_line(exc)}"
-                    ) from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+        cfg = self.config
+
+        def unavailable(exc: BaseException) -> Exception:
+            return PostgresUnavailable(
+                f"cannot reach PostgreSQL table {cfg.table} after "
+                f"{cfg.connect_timeout_s:g} s: {first_line(exc)}"
+            )
+
+        await connect_within(
+            self._connect, self._disconnect, (psycopg.Error,), cfg.connect_timeout_s, unavailable
+        )
+        return self.committed
 
     async def _connect(self) -> None:
         conn = await psycopg.AsyncConnection.connect(self.config.dsn, connect_timeout=5)
@@ -151,27 +142,16 @@ class PostgresTable:
         transaction; retry until it commits, however long the database is
         away. After a lost connection the progress is read again: a commit
         whose answer was lost is not written twice."""
-        delay = RETRY_FIRST_S
-        down = False
-        while True:
-            try:
-                if self._conn is None or self._conn.closed:
-                    await self._connect()
-                fresh = [r for r in rows if r[1] > self.committed]
-                if fresh:
-                    await self._commit(fresh)
-                if down and self._on_outage is not None:
-                    self._on_outage(None)
-                return
-            except psycopg.Error as exc:
-                if not down:
-                    down = True
-                    log.warning("table %s: %s; retrying", self.config.table, _first_line(exc))
-                    if self._on_outage is not None:
-                        self._on_outage(_first_line(exc))
-                await self._disconnect()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+
+        async def attempt() -> None:
+            if self._conn is None or self._conn.closed:
+                await self._connect()
+            fresh = [r for r in rows if r[1] > self.committed]
+            if fresh:
+                await self._commit(fresh)
+
+        what = f"table {self.config.table}"
+        await until_done(attempt, self._disconnect, (psycopg.Error,), what, self._on_outage)
 
     async def _commit(self, rows: Sequence[Element]) -> None:
         assert self._conn is not None
@@ -188,11 +168,6 @@ class PostgresTable:
 
     async def close(self) -> None:
         await self._disconnect()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def read_table(

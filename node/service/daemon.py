@@ -29,7 +29,7 @@ from semiactive.errors import UserError
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
 from semiactive.ha.replica import Mode
 from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
-from semiactive.node.connectors.postgres import PostgresTable, PostgresUnavailable, run_name
+from semiactive.node.connectors.postgres import PostgresTable, run_name
 from semiactive.node.connectors.sources import SourceDataError
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import EdgeInput, InputSection
@@ -39,7 +39,7 @@ from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
 from semiactive.node.service.roles.inbound import InboundEdgeSession, Receiver
 from semiactive.node.service.roles.replica import ReplicaRole
-from semiactive.node.service.roles.sink import SinkRole
+from semiactive.node.service.roles.sink import DurableOutput, SinkRole
 from semiactive.node.service.roles.source import SourceRole
 from semiactive.node.service.roles.source_progress import SourceProgress
 from semiactive.node.service.transport import DataPlaneServer, Rejected
@@ -175,14 +175,15 @@ class NodeDaemon:
                 self.metrics,
                 run_dir,
                 stage.sink.split_by,
-                self._sink_table(stage, run_dir),
+                self._sink_output(stage, run_dir),
             )
             self.serving = sink
             self._open_inputs(stage, sink)
 
-    def _sink_table(self, stage: Stage, run_dir: Path | None) -> PostgresTable | None:
-        config = stage.sink.postgres if stage.sink is not None else None
-        if config is None:
+    def _sink_output(self, stage: Stage, run_dir: Path | None) -> DurableOutput | None:
+        """Where a durable sink writes; None for a file sink."""
+        sink = stage.sink
+        if sink is None or not sink.durable:
             return None
         edge = stage.inputs[0]
         run = run_name(run_dir, self.topology.config.name)
@@ -191,7 +192,13 @@ class NodeDaemon:
             self.events.emit("sink_unavailable" if error else "sink_available", sink=self.name, error=error)
 
         try:
-            return PostgresTable(config, run, edge.schema, edge.kind, on_outage=outage)
+            if sink.postgres is not None:
+                return PostgresTable(sink.postgres, run, edge.schema, edge.kind, on_outage=outage)
+            assert sink.nats is not None
+            # Imported here: only a NATS sink's process pays for the client.
+            from semiactive.node.connectors.nats import NatsSubject
+
+            return NatsSubject(sink.nats, run, edge.schema, edge.kind, on_outage=outage)
         except UserError as exc:
             raise StartupError(str(exc)) from None
 
@@ -470,7 +477,7 @@ class NodeDaemon:
         if self.sink is not None:
             try:
                 await self.sink.open()
-            except PostgresUnavailable as exc:
+            except UserError as exc:  # its database or server unreachable, a stream that refuses it
                 raise StartupError(f"sink {self.name}: {exc}") from None
         if not self.network.listen(server, self.listen):
             raise StartupError(f"cannot listen on {self.listen} (is the port in use?)")

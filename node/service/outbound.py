@@ -71,6 +71,7 @@ class Outbound:
         self.room.set()
         # What ends the node (exit 1): a sender's PeerUnreachable, a failed task of the role.
         self.failures: asyncio.Queue[BaseException] = asyncio.Queue()
+        self._lost_through: dict[tuple[str, str], int] = {}  # (edge, target): last seq reported lost
         self.bytes_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> bytes, all senders ever
         self.rows_sent: dict[tuple[str, str], int] = {}  # (edge, channel name) -> rows, all senders ever
         self.backup_max_delay = topology.config.backup_max_delay_ms / 1000
@@ -150,7 +151,21 @@ class Outbound:
 
     def _lost(self, sender: EdgeSender, first: int, last: int) -> None:
         """Rows a receiver needed were freed: never expected; a loss every
-        campaign and verification counts (event ``rows_lost``)."""
+        campaign and verification counts (event ``rows_lost``), once: the
+        receiver refuses the rows after the gap and its stream comes back
+        asking for the same seqs again and again."""
+        key = (sender.edge, sender.target)
+        first = max(first, self._lost_through.get(key, 0) + 1)
+        if first > last:
+            return
+        self._lost_through[key] = last
+        log.error(
+            "%s: %s wants seq %d but the log starts at %d; rows were lost",
+            sender.edge,
+            sender.target,
+            first,
+            last + 1,
+        )
         self.metrics.rows_lost.labels(sender.edge).inc(last - first + 1)
         if self.events is not None:
             self.events.emit("rows_lost", edge=sender.edge, target=sender.target, first=first, last=last)

@@ -499,15 +499,16 @@ class EdgeSender:
                 await self._write_point(call, cursors.point)
                 self.sent = cursors.cut - 1
             if self.sent < log_.first - 1:
-                log.error(
-                    "%s: %s wants seq %d but the log starts at %d; rows were lost",
-                    self.edge,
-                    self.target,
-                    self.sent + 1,
-                    log_.first,
-                )
                 if self.on_lost is not None:
                     self.on_lost(self, self.sent + 1, log_.first - 1)
+                else:
+                    log.error(
+                        "%s: %s wants seq %d but the log starts at %d; rows were lost",
+                        self.edge,
+                        self.target,
+                        self.sent + 1,
+                        log_.first,
+                    )
                 self.sent = log_.first - 1
             pressure = log_.pressure(self.edge) if self.channel == pb.DATA else 0
             if pressure != self.sent_pressure:

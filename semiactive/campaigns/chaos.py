@@ -15,7 +15,7 @@ a quarter of the faults kill both replicas of a stage together (beyond the
 single-failure model; off by default, so that a seed's plans stay those of
 earlier campaigns). With ``ends`` about a third of the faults kill a source
 or sink that is started again as itself (a file or generator source, a
-table sink) instead. After each run the
+table or NATS sink) instead. After each run the
 sinks are compared with the failure-free reference; the summary counts lost,
 duplicated and wrong rows, and the command fails if there is any.
 """

@@ -33,7 +33,7 @@ def register(sub: Subcommands) -> None:
         "--ends",
         action="store_true",
         help="also kill sources and sinks that are started again as themselves (file and "
-        "generator sources, table sinks)",
+        "generator sources, table and NATS sinks)",
     )
     chaos.add_argument(
         "--injector",

@@ -86,14 +86,19 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def delivered(stage: Stage, topology: Topology, run_dir: Path) -> list[dict[str, Any]]:
     """What a sink wrote, as JSON Lines records: its file, or its table's
-    rows of this run."""
+    rows or its subject's messages of this run."""
     assert stage.sink is not None
-    if stage.sink.postgres is None:
+    if not stage.sink.durable:
         return _read_jsonl(run_dir / "sink" / f"{stage.name}.jsonl")
     from semiactive.node.connectors.postgres import read_table, run_name
 
     edge = stage.inputs[0]
     run = run_name(run_dir, topology.config.name)
+    if stage.sink.nats is not None:
+        from semiactive.node.connectors.nats import read_subject
+
+        return read_subject(stage.sink.nats, run)
+    assert stage.sink.postgres is not None
     return read_table(stage.sink.postgres, run, edge.schema, edge.kind)
 
 

@@ -84,6 +84,25 @@ def run(config_path: Path, run_dir: Path, *faults: str, duration: float = 4.0) -
     return {"stderr": result.stderr, "events": events(run_dir), "bandwidth": report.bandwidth}
 
 
+def assert_exact(config_path: Path, run_dir: Path, stderr: str) -> int:
+    """Every sink of the run equals the reference (a durable sink's table or
+    subject read back); return the first sink's row count."""
+    checks = check_run(topology.resolve(config.load(config_path)), run_dir)
+    assert checks
+    for check in checks:
+        assert check.ok, check.describe() + "\n" + stderr
+    return checks[0].delivered
+
+
+def run_t0(run_dir: Path) -> float | None:
+    """The run's t0 (unix s) once the launcher has written it."""
+    try:
+        t0 = json.loads((run_dir / "cluster.json").read_text()).get("t0_unix")
+    except (OSError, ValueError):
+        return None
+    return float(t0) if t0 else None
+
+
 def events(run_dir: Path) -> list[dict[str, Any]]:
     out = []
     for path in (run_dir / "telemetry").glob("events-*.jsonl"):

@@ -5,7 +5,6 @@ the failure-free reference."""
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -15,9 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from semiactive import config, topology
-from semiactive.oracle.verify import check_run
-from tests.faults.harness import AGGREGATE, events, finish, protected_chain, run_with_nemesis, start_launcher
+from tests.faults.harness import (
+    AGGREGATE,
+    assert_exact,
+    events,
+    finish,
+    protected_chain,
+    run_t0,
+    run_with_nemesis,
+    start_launcher,
+)
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.processes import write_config
 from tests.waiting import wait_until
@@ -40,22 +46,6 @@ def _table_chain(tmp: Path, server: PostgresServer, table: str) -> Path:
     return write_config(path, cfg)
 
 
-def _t0(run_dir: Path) -> float | None:
-    try:
-        t0 = json.loads((run_dir / "cluster.json").read_text()).get("t0_unix")
-    except (OSError, ValueError):
-        return None
-    return float(t0) if t0 else None
-
-
-def _assert_exact(config_path: Path, run_dir: Path, stderr: str) -> int:
-    checks = check_run(topology.resolve(config.load(config_path)), run_dir)
-    assert checks
-    for check in checks:
-        assert check.ok, check.describe() + "\n" + stderr
-    return checks[0].delivered
-
-
 def test_the_table_sink_and_a_stage_primary_killed_from_outside_lose_and_repeat_nothing(
     tmp_path: Path, postgres: PostgresServer
 ) -> None:
@@ -74,7 +64,7 @@ def test_the_table_sink_and_a_stage_primary_killed_from_outside_lose_and_repeat_
     assert result.returncode == 0, result.stderr
     restarted = [e for e in events(run_dir) if e["event"] == "restarted" and e.get("target") == "sink"]
     assert restarted and restarted[0]["role"] == "sink", result.stderr
-    assert _assert_exact(config_path, run_dir, result.stderr) > 100
+    assert assert_exact(config_path, run_dir, result.stderr) > 100
 
 
 def test_the_sink_killed_while_its_database_is_down_loses_and_repeats_nothing(
@@ -90,7 +80,7 @@ def test_the_sink_killed_while_its_database_is_down_loses_and_repeats_nothing(
 
     def outage() -> None:
         # Timed from the sources' start (t0): starting the cluster takes seconds.
-        t0 = wait_until(lambda: _t0(run_dir), timeout=90, what="the run's t0")
+        t0 = wait_until(lambda: run_t0(run_dir), timeout=90, what="the run's t0")
         time.sleep(max(0.0, t0 + 1.5 - time.time()))
         postgres.kill()
         down.set()
@@ -109,7 +99,7 @@ def test_the_sink_killed_while_its_database_is_down_loses_and_repeats_nothing(
     seen = [e["event"] for e in events(run_dir) if e["event"] in wanted]
     # Down, then the sink killed (and started again) before it was back.
     assert seen[:2] == ["sink_unavailable", "restarted"], (seen, result.stderr)
-    assert _assert_exact(config_path, run_dir, result.stderr) > 100
+    assert assert_exact(config_path, run_dir, result.stderr) > 100
 
 
 def test_an_unreachable_database_at_start_up_is_a_one_line_error(tmp_path: Path) -> None:

@@ -136,7 +136,7 @@ def test_rows_taken_by_a_call_cancelled_mid_commit_are_still_committed(postgres:
 
     async def scenario() -> None:
         table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM)
-        sink = SinkRole("sink", InputSection([edge]), NodeMetrics("sink", "sink", "sink"), None, table=table)
+        sink = SinkRole("sink", InputSection([edge]), NodeMetrics("sink", "sink", "sink"), None, output=table)
         await sink.open()
         postgres.kill()
         sink.receive("a->sink", 1, _rows(1, 3), 30, False, 3)

@@ -635,6 +635,23 @@ def test_a_postgres_sink_needs_its_table_and_writes_no_files(tmp_path: Path) -> 
     assert err.field == "sinks[0].postgres.table", str(err)
 
 
+def test_a_nats_sink_needs_its_stream_and_subject(tmp_path: Path) -> None:
+    nats = "    kind: nats\n    nats: {url: 'nats://127.0.0.1:4222', stream: OUT, subject: results.out}\n"
+    sink = _load(tmp_path, BASE + nats).stages["sink"].sink
+    assert sink is not None and sink.durable and sink.nats is not None and sink.nats.subject == "results.out"
+    err = _error(tmp_path, BASE + "    kind: nats\n")
+    assert (
+        err.field == "sinks[0]"
+        and "a nats sink needs nats: {url: ..., stream: ..., subject: ...}" in err.message
+    )
+    err = _error(tmp_path, BASE + "    nats: {url: 'nats://h:1', stream: S, subject: s}\n")
+    assert "nats: given for a sink of kind file (write kind: nats)" in err.message
+    err = _error(tmp_path, BASE + nats.replace("subject: results.out", "subject: 'results.>'"))
+    assert err.field == "sinks[0].nats.subject", str(err)  # a wildcard is no place to publish
+    err = _error(tmp_path, BASE + nats.replace("url: 'nats://127.0.0.1:4222'", "url: '127.0.0.1:4222'"))
+    assert err.field == "sinks[0].nats.url", str(err)
+
+
 def test_a_postgres_sink_refuses_the_partitions_of_a_stage(tmp_path: Path) -> None:
     partitioned = BASE.replace(
         "    node: node-1\n", "    partitions: 2\n    nodes: [node-1, node-2]\n    partition_by: [id]\n"

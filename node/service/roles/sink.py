@@ -1,11 +1,11 @@
 """The sink role: the end of an edge like any other (ha-protocol.md): it
 acknowledges, drops duplicate seqs, and writes what it received: as JSON
-Lines to ``<run-dir>/sink/<name>.jsonl``, or into a PostgreSQL table
-(:class:`~semiactive.node.connectors.postgres.PostgresTable`), which it
-acknowledges only once committed, so that a sink killed and started again
-goes on where the table ends. It also measures latency: from when the rows
+Lines to ``<run-dir>/sink/<name>.jsonl``, or into a :class:`DurableOutput`
+(a PostgreSQL table, a NATS JetStream subject), which it acknowledges only
+once committed there, so that a sink killed and started again goes on
+where its output ends. It also measures latency: from when the rows
 entered the system (their source's stamp, carried by every batch) to their
-arrival here (their commit, for a table)."""
+arrival here (their commit, for a durable output)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,36 @@ import contextlib
 import itertools
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from semiactive.ha.resync import ResyncPoint
 from semiactive.node.connectors.jsonl import formatter
-from semiactive.node.connectors.postgres import PostgresTable
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.input import InputSection
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.runtime import clock
 from semiactive.runtime.atomic_file import write_json
+
+# A durable output's writes: rows taken and not yet written before the
+# inbound streams wait; rows per write (a transaction, a batch of publishes).
+UNWRITTEN_LIMIT = 8192
+WRITE_ROWS = 8192
+
+
+class DurableOutput(Protocol):
+    """Where a durable sink writes (a PostgreSQL table, a NATS subject):
+    what it holds survives the sink, and says where a restart goes on."""
+
+    committed: int  # the highest seq it holds for this run
+
+    async def open(self) -> int: ...
+
+    async def write(self, rows: Sequence[Element]) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class SinkRole:
@@ -37,13 +54,13 @@ class SinkRole:
         metrics: NodeMetrics,
         run_dir: Path | None,
         split_by: str | None = None,
-        table: PostgresTable | None = None,
+        output: DurableOutput | None = None,
     ) -> None:
         self.name = name
         self.inputs = inputs
         edge = inputs.edges[0]
         self.metrics = metrics
-        self.table = table
+        self.output = output
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
         self.latencies = array("d")
         self.delivered = 0
@@ -56,26 +73,27 @@ class SinkRole:
         if run_dir is not None:
             (run_dir / "sink").mkdir(parents=True, exist_ok=True)
             (run_dir / "telemetry").mkdir(parents=True, exist_ok=True)
-            if table is None:
+            if output is None:
                 self._out = (run_dir / "sink" / f"{name}.jsonl").open("w", buffering=1 << 16)
             # One line per delivered batch: wall time, first seq, count (output
             # gaps); appended to by a sink started again.
             self._arrivals = (run_dir / "telemetry" / f"{name}.arrivals").open("a", buffering=1 << 14)
         self._reported = False
-        # A table's writes: taken rows in take order, committed by one task
+        # A durable output's writes: taken rows in take order, committed by one task
         # (see received()); how many taken rows are not committed yet.
         self._writes: asyncio.Queue[tuple[list[Element], float]] = asyncio.Queue()
         self._unwritten = 0
+        self._written = asyncio.Event()  # set after each write: a waiting call looks again
         self._writer: asyncio.Task[None] | None = None
         self.split: SplitFiles | None = None
         if run_dir is not None and split_by is not None:
             self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
 
     async def open(self) -> None:
-        """Before it serves: a table sink goes on after what is committed."""
-        if self.table is None:
+        """Before it serves: a durable sink goes on after what is committed."""
+        if self.output is None:
             return
-        committed = await self.table.open()
+        committed = await self.output.open()
         if committed:
             edge = self.inputs.edges[0].edge
             self.inputs.restart(committed + 1, {edge: committed + 1})
@@ -112,11 +130,11 @@ class SinkRole:
 
     def level1(self) -> ResyncPoint:
         """A sink needs nothing before what it has: cut = received + 1 (for
-        a table: committed + 1; its producer keeps the rest for a restart)."""
+        a durable output: committed + 1; its producer keeps the rest for a restart)."""
         edges = self.inputs.edges
-        if self.table is not None:
+        if self.output is not None:
             # One edge (topology refuses more): its seqs are the positions.
-            committed = self.table.committed
+            committed = self.output.committed
             return ResyncPoint(committed, 0, committed + 1, {edges[0].edge: committed + 1})
         position = edges[0].last_seq if len(edges) == 1 else self.inputs.position
         return ResyncPoint(position, 0, position + 1, {e.edge: e.last_seq + 1 for e in edges})
@@ -128,29 +146,39 @@ class SinkRole:
         taken, _ = self.inputs.take()
         rows = next(iter(taken.values()), [])
         self.inputs.forget_before(self.inputs.position + 1)
-        if rows and self.table is not None:
+        if rows and self.output is not None:
             # Rows taken are no longer in the input section: they must be
             # committed whatever happens to this call. The inbound stream
             # calling it is cancelled when its peer dies (a producer killed
             # mid-commit lost a row so), and two streams (old and new
             # primary) may call it at once: one writer task commits in take
-            # order, and this call only waits for it (backpressure).
+            # order, everything taken meanwhile in one transaction, and this
+            # call waits only while too much is unwritten (backpressure).
+            # Waiting for each call's own commit made a transaction per
+            # inbound batch of a few rows: seconds of latency at 1,000 rows/s.
             self._unwritten += len(rows)
             self._writes.put_nowait((rows, self.inputs.entered))
-            await self._writes.join()
+            while self._unwritten > UNWRITTEN_LIMIT:
+                self._written.clear()
+                await self._written.wait()
         elif rows:
             self._deliver(rows, self.inputs.entered)
         if self.finished:
             self.close()
 
     async def _write_taken(self) -> None:
-        assert self.table is not None
+        assert self.output is not None
         while True:
-            rows, entered = await self._writes.get()
-            await self.table.write(rows)
-            self._unwritten -= len(rows)
-            self._deliver(rows, entered)
-            self._writes.task_done()
+            taken = [await self._writes.get()]
+            count = len(taken[0][0])
+            while not self._writes.empty() and count < WRITE_ROWS:
+                taken.append(self._writes.get_nowait())
+                count += len(taken[-1][0])
+            await self.output.write([row for rows, _ in taken for row in rows])
+            self._unwritten -= count
+            for rows, entered in taken:
+                self._deliver(rows, entered)
+            self._written.set()
             if self.finished:
                 self.close()
 
@@ -164,8 +192,8 @@ class SinkRole:
             self.split.write(rows, fmt)
         if self._arrivals is not None:
             self._arrivals.write(f"{clock.wall():.4f} {rows[0][1]} {len(rows)}\n")
-            if self.table is not None:
-                # A table sink may be killed and go on: what it wrote
+            if self.output is not None:
+                # A durable sink may be killed and go on: what it wrote
                 # before must not be lost with its buffer (output gaps).
                 self._arrivals.flush()
         self.delivered += len(rows)
@@ -188,8 +216,8 @@ class SinkRole:
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
-        if self.table is not None:
-            await self.table.close()
+        if self.output is not None:
+            await self.output.close()
 
     def close(self) -> None:
         if self.split is not None:
@@ -208,9 +236,9 @@ class SinkRole:
         if self.run_dir is None:
             return
         data = sorted(self.latencies)
-        # A table holds what every incarnation of its sink committed (seqs
+        # A durable output holds what every incarnation of its sink committed (seqs
         # 1..committed); latencies are this incarnation's.
-        delivered = self.table.committed if self.table is not None else self.delivered
+        delivered = self.output.committed if self.output is not None else self.delivered
         report: dict[str, float | int | None] = {"delivered": delivered}
         for q in (0.5, 0.9, 0.99, 0.999):
             report[f"p{int(q * 1000) / 10:g}_ms"] = (
