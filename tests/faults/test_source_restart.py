@@ -51,8 +51,13 @@ def test_a_generator_source_killed_twice_loses_and_repeats_nothing(tmp_path: Pat
     assert len(_restarted(run_dir, "node-t")) == 1, result["stderr"]
     ids = _row_log_ids(run_dir, "node-0")
     assert ids == list(range(len(ids))) and len(ids) > 3000  # 1,000 rows/s for 4.5 s, each once
-    progress = json.loads((run_dir / "sources" / "node-0.progress.json").read_text())
-    assert 0 < progress["freed"] <= len(ids)
+    # The freed point moves with the consumers' Level-1 cuts and the log's
+    # chunked freeing: on a loaded machine an incarnation may be killed
+    # before it ever moved (CI saw a run with none written), and then the
+    # next starts from its first row, which is as exact.
+    progress = run_dir / "sources" / "node-0.progress.json"
+    if progress.exists():
+        assert 0 < json.loads(progress.read_text())["freed"] <= len(ids)
 
 
 def test_a_file_source_killed_mid_replay_loses_and_repeats_nothing(tmp_path: Path) -> None:
