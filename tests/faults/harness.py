@@ -94,8 +94,9 @@ def assert_exact(config_path: Path, run_dir: Path, stderr: str) -> int:
     return checks[0].delivered
 
 
-def run_t0(run_dir: Path) -> float | None:
-    """The run's t0 (unix s) once the launcher has written it."""
+def written_t0(run_dir: Path) -> float | None:
+    """The run's t0 (unix s) once the launcher has written it, else None (to poll
+    for; tests.processes.run_t0 reads it when it must be there)."""
     try:
         t0 = json.loads((run_dir / "cluster.json").read_text()).get("t0_unix")
     except (OSError, ValueError):

@@ -21,9 +21,9 @@ from tests.faults.harness import (
     events,
     finish,
     protected_chain,
-    run_t0,
     run_with_nemesis,
     start_launcher,
+    written_t0,
 )
 from tests.nats_server import NatsServer, nats_server
 from tests.processes import write_config
@@ -79,7 +79,7 @@ def test_the_nats_server_killed_and_started_again_mid_run_loses_and_repeats_noth
     down = threading.Event()
 
     def outage() -> None:
-        t0 = wait_until(lambda: run_t0(run_dir), timeout=90, what="the run's t0")
+        t0 = wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
         time.sleep(max(0.0, t0 + 1.5 - time.time()))
         server.kill()
         down.set()

@@ -20,9 +20,9 @@ from tests.faults.harness import (
     events,
     finish,
     protected_chain,
-    run_t0,
     run_with_nemesis,
     start_launcher,
+    written_t0,
 )
 from tests.postgres_server import PostgresServer, postgres_server
 from tests.processes import write_config
@@ -80,7 +80,7 @@ def test_the_sink_killed_while_its_database_is_down_loses_and_repeats_nothing(
 
     def outage() -> None:
         # Timed from the sources' start (t0): starting the cluster takes seconds.
-        t0 = wait_until(lambda: run_t0(run_dir), timeout=90, what="the run's t0")
+        t0 = wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
         time.sleep(max(0.0, t0 + 1.5 - time.time()))
         postgres.kill()
         down.set()
