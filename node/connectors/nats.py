@@ -112,6 +112,9 @@ class NatsSubject:
         self._nc: Any = None
         self._js: Any = None
 
+    def describe(self) -> str:
+        return f"NATS subject {self.config.subject} (run {self.run!r})"
+
     async def open(self) -> int:
         """Connect (waiting up to ``connect_timeout_s``), create the stream
         if absent, and return the highest seq it holds for this run."""

@@ -109,6 +109,9 @@ class PostgresTable:
         )
         self._progress = sql.SQL("SELECT coalesce(max(seq), 0) FROM {} WHERE run = %s").format(table)
 
+    def describe(self) -> str:
+        return f"PostgreSQL table {self.config.table} (run {self.run!r})"
+
     async def open(self) -> int:
         """Connect (waiting up to ``connect_timeout_s``), create the table if
         absent, and return the highest seq already committed for this run."""

@@ -29,6 +29,7 @@ from semiactive.errors import UserError
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
 from semiactive.ha.replica import Mode
 from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
+from semiactive.node.connectors.event_time_merge import MergeCheckpoint
 from semiactive.node.connectors.postgres import PostgresTable, run_name
 from semiactive.node.connectors.sources import SourceDataError
 from semiactive.node.sections.codec import RowCodec
@@ -102,7 +103,9 @@ class NodeDaemon:
         ``resume``: a file or generator source started again goes on from
         the progress its predecessor left in ``run_dir`` (without it, a
         source starts from its first row: a run directory kept from an
-        earlier deployment must not skip rows)."""
+        earlier deployment must not skip rows); a durable sink started
+        without it in a run directory refuses a table or subject that
+        already holds rows of the run's name."""
         if name not in topology.nodes:
             raise StartupError(
                 f"no node named {name!r} in {topology.path}; nodes: {', '.join(topology.nodes)}"
@@ -114,6 +117,7 @@ class NodeDaemon:
         self.listen = self.addresses[name]
         self.metrics_port = metrics_port
         self.run_dir = run_dir
+        self.resume = resume
         self.start_now = start_now
         self.coordinator = coordinator
         self.capture_in_child = capture_in_child
@@ -144,6 +148,17 @@ class NodeDaemon:
             if run_dir is not None and stage.source.restartable:
                 progress = SourceProgress(run_dir, name)
             freed = progress.load() if progress is not None and resume else None
+            checkpoint = None
+            if freed and stage.source.kind == "kafka":
+                assert progress is not None
+                try:
+                    checkpoint = MergeCheckpoint.from_json(progress.checkpoint)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    raise StartupError(
+                        f"source {name}: {progress.path} has no readable checkpoint: remove it to read "
+                        "the topic again from the group's committed offsets (the rows will be numbered anew)"
+                    ) from None
+                freed = checkpoint.seq
             out = OutputLog(topology.config.queue_rows, first_seq=(freed or 0) + 1)
             for edge_id, size in consumer_batch_sizes(topology, stage).items():
                 out.add_edge(edge_id, size)
@@ -160,7 +175,21 @@ class NodeDaemon:
                 network=self.network,
                 events=self.events,
             )
-            self.serving = SourceRole(name, stage.source, stage.schema, out, outbound, run_dir, progress)
+            metrics = self.metrics
+            self.serving = SourceRole(
+                name,
+                stage.source,
+                stage.schema,
+                out,
+                outbound,
+                run_dir,
+                progress,
+                checkpoint,
+                on_rejected=lambda reason: metrics.source_rejected.labels(name, reason).inc(),
+                on_outage=lambda error: self.events.emit(
+                    "source_unavailable" if error else "source_available", source=name, error=error
+                ),
+            )
         elif role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
             assert stage is not None
             self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)
@@ -474,9 +503,14 @@ class NodeDaemon:
         health = Health(server)
         if self.source is not None and self.source.config.kind in ("ingest", "registry"):
             pb_grpc.add_IngestServicer_to_server(IngestServicer(self.source), server)
+        if self.source is not None:
+            try:
+                await self.source.open()
+            except UserError as exc:  # its broker unreachable, no such topic
+                raise StartupError(f"source {self.name}: {exc}") from None
         if self.sink is not None:
             try:
-                await self.sink.open()
+                await self.sink.open(fresh=not self.resume and self.run_dir is not None)
             except UserError as exc:  # its database or server unreachable, a stream that refuses it
                 raise StartupError(f"sink {self.name}: {exc}") from None
         if not self.network.listen(server, self.listen):

@@ -119,6 +119,17 @@ class NodeMetrics:
             "Times a sink found its database gone; it retried until it came back, holding its input.",
             registry=r,
         )
+        self.source_rejected = Counter(
+            "semiactive_source_rejected_total",
+            "Messages a broker source sent to its dead letters instead of the stream, by reason.",
+            ["source", "reason"],
+            registry=r,
+        )
+        self.source_outages = Counter(
+            "semiactive_source_outages_total",
+            "Times a broker source found its broker gone; it went on reading when it came back.",
+            registry=r,
+        )
         self.heartbeats_sent = Counter(
             "semiactive_heartbeats_sent_total",
             "Heartbeats a secondary sent to its stage's primary.",
@@ -208,6 +219,8 @@ class NodeMetrics:
                 self.fenced.labels(stage).inc()
             case "sink_unavailable":
                 self.sink_outages.inc()
+            case "source_unavailable":
+                self.source_outages.inc()
             case "pressed":
                 self.pressed.labels(stage).inc()
             case "reprotected":

@@ -316,7 +316,7 @@ class Cluster:
         """Start ``p`` again as what it was configured as."""
         p.expected_exit = False
         p.restarts += 1
-        self.start_process(p, resume=p.role == "source")
+        self.start_process(p, resume=p.role in ("source", "sink"))
         self.write_cluster_json()
         self.events.emit("restarted", target=p.name, role=p.role)
 

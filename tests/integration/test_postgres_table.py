@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from semiactive.config import PostgresSinkConfig
+from semiactive.errors import UserError
 from semiactive.node.connectors.postgres import PostgresTable, PostgresUnavailable, read_table
 from semiactive.node.cql import plan
 from semiactive.node.sections.codec import RowCodec
@@ -154,3 +155,24 @@ def test_rows_taken_by_a_call_cancelled_mid_commit_are_still_committed(postgres:
 
     asyncio.run(scenario())
     assert [r["seq"] for r in read_table(cfg, "run", SCHEMA, plan.Kind.STREAM)] == [1, 2, 3]
+
+
+def test_the_first_start_of_a_run_refuses_a_table_that_holds_rows_of_its_name(
+    postgres: PostgresServer,
+) -> None:
+    """Two run directories of the same name (runs/a/run, runs/b/run) would
+    share a run name: the second's sink, started afresh, would skip what
+    the first wrote. A restarted sink (``fresh`` false) goes on."""
+    cfg = PostgresSinkConfig(dsn=postgres.dsn, table="same_name")
+    _write(cfg, _rows(1, 4), plan.Kind.STREAM)
+    edge = EdgeInput("a->sink", "s1", 0, RowCodec(SCHEMA, plan.Kind.STREAM))
+
+    async def scenario(fresh: bool) -> None:
+        table = PostgresTable(cfg, "run", SCHEMA, plan.Kind.STREAM)
+        sink = SinkRole("sink", InputSection([edge]), NodeMetrics("sink", "sink", "sink"), None, output=table)
+        await sink.open(fresh=fresh)
+        await sink.aclose()
+
+    with pytest.raises(UserError, match=r"PostgreSQL table same_name \(run 'run'\) already holds rows 1..4"):
+        asyncio.run(scenario(fresh=True))
+    asyncio.run(scenario(fresh=False))

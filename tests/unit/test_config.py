@@ -665,3 +665,23 @@ def test_a_postgres_sink_refuses_the_partitions_of_a_stage(tmp_path: Path) -> No
         "sinks[0].input",
         "a postgres sink reads a stream of one producer; s1 comes from a partitioned stage",
     )
+
+
+def test_a_kafka_source_needs_its_topic_and_group(tmp_path: Path) -> None:
+    kafka = "    kind: kafka\n    kafka: {bootstrap: '127.0.0.1:9092', topic: readings, group: g}\n"
+    base = BASE.replace("    stream: s0\n", "    stream: s0\n" + kafka)
+    source = _load(tmp_path, base).config.sources[0]
+    assert source.restartable and source.kafka is not None and source.kafka.dead_letters == "readings.dead"
+    assert source.format == "json" and source.max_delay_ms == 0
+    err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    kind: kafka\n"))
+    assert err.field == "sources[0]" and "a kafka source needs kafka: {bootstrap: ..." in err.message
+    err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    max_delay_ms: 10\n"))
+    assert "max_delay_ms: only a broker source (kind: kafka) has it" in err.message
+    err = _error(tmp_path, base.replace("bootstrap: '127.0.0.1:9092'", "bootstrap: 'kafka'"))
+    assert err.field == "sources[0].kafka.bootstrap", str(err)
+    err = _error(tmp_path, base.replace("topic: readings", "topic: 'a b'"))
+    assert err.field == "sources[0].kafka.topic", str(err)
+    err = _error(tmp_path, base.replace("    kind: kafka\n", "    kind: kafka\n    max_delay_ms: -1\n"))
+    assert err.field == "sources[0].max_delay_ms", str(err)
+    err = _error(tmp_path, base.replace("    kind: kafka\n", "    kind: kafka\n    format: avro\n"))
+    assert err.field == "sources[0].format", str(err)

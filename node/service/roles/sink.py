@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
+from semiactive.errors import UserError
 from semiactive.ha.resync import ResyncPoint
 from semiactive.node.connectors.jsonl import formatter
 from semiactive.node.cql import plan
@@ -40,6 +41,8 @@ class DurableOutput(Protocol):
     committed: int  # the highest seq it holds for this run
 
     async def open(self) -> int: ...
+
+    def describe(self) -> str: ...
 
     async def write(self, rows: Sequence[Element]) -> None: ...
 
@@ -89,11 +92,20 @@ class SinkRole:
         if run_dir is not None and split_by is not None:
             self.split = SplitFiles(run_dir / "sink" / name, edge.codec.schema, split_by)
 
-    async def open(self) -> None:
-        """Before it serves: a durable sink goes on after what is committed."""
+    async def open(self, fresh: bool = False) -> None:
+        """Before it serves: a durable sink goes on after what is committed.
+        ``fresh``: the first start of a run, which finds nothing of its run
+        (a run directory of the same name as an earlier run's would
+        otherwise skip what that run wrote)."""
         if self.output is None:
             return
         committed = await self.output.open()
+        if committed and fresh:
+            await self.output.close()
+            raise UserError(
+                f"{self.output.describe()} already holds rows 1..{committed} of this run's name: "
+                "start the run in a directory of another name, or delete those rows"
+            )
         if committed:
             edge = self.inputs.edges[0].edge
             self.inputs.restart(committed + 1, {edge: committed + 1})

@@ -13,21 +13,30 @@ need (:mod:`~semiactive.node.service.roles.source_progress`): it generates the
 rows before that again for its row log only, and sends the rest. A stop
 ends the stream at the rows due by the stop's time, so that a source
 started again and stopped later ends no earlier than the one it replaces.
+
+A Kafka source reads its topic (:mod:`~semiactive.node.connectors.kafka`)
+through a :class:`~semiactive.node.connectors.broker_feed.BrokerFeed`, which
+numbers the rows the same in every incarnation; it keeps the feed's
+checkpoint with its freed point, and commits that point's positions to the
+broker. Rejected messages go to its dead letters and are counted; a stop
+reads until the broker has nothing more, then emits what the merge holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from semiactive.config import SourceConfig
 from semiactive.ha.output_log import OutputLog
+from semiactive.node.connectors.broker_feed import BrokerFeed, BrokerMessage
+from semiactive.node.connectors.event_time_merge import MergeCheckpoint
 from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.message_rows import Rejected, json_text
 from semiactive.node.connectors.replay_clock import ReplayClock
 from semiactive.node.connectors.sources import (
     TS_MAX,
@@ -46,11 +55,18 @@ from semiactive.node.service.roles.source_progress import SourceProgress, reopen
 from semiactive.runtime import clock
 from semiactive.runtime.atomic_file import write_json
 
+if TYPE_CHECKING:
+    from semiactive.node.connectors.kafka import KafkaReader
+
 log = logging.getLogger(__name__)
 
 NEVER = -(2**62)
 REGISTRY_TICK_S = 0.05
 PROGRESS_INTERVAL_S = 0.1
+BROKER_READ_MOST = 4096  # messages a read takes at most
+BROKER_READ_WAIT_S = 0.05  # how long a read waits for the first
+BROKER_DRAIN_WAIT_S = 0.5  # after a stop: a read that finds nothing in this long ends the stream
+REJECTS_LOGGED = 10  # per reason; the rest are only counted
 
 
 class SourceRole:
@@ -63,10 +79,16 @@ class SourceRole:
         outbound: Outbound,
         run_dir: Path | None,
         progress: SourceProgress | None = None,
+        checkpoint: MergeCheckpoint | None = None,
+        on_rejected: Callable[[str], None] = lambda reason: None,
+        on_outage: Callable[[str | None], None] = lambda error: None,
     ) -> None:
         """``progress``: where a restartable source keeps its freed point;
         the output log ``log_`` starts after the point it had (0 for a
-        first start)."""
+        first start). ``checkpoint``: where a broker source started again
+        reads from. ``on_rejected``: a message went to the dead letters,
+        for this reason; ``on_outage``: the broker went away (why) or came
+        back (None)."""
         self.name = name
         self.config = config
         self.schema = schema
@@ -85,6 +107,13 @@ class SourceRole:
         self._fmt = formatter(schema, plan.Kind.STREAM)
         self._run_dir = run_dir
         self.progress = progress
+        self.checkpoint = checkpoint
+        self.on_rejected = on_rejected
+        self.on_outage = on_outage
+        self.reader: KafkaReader | None = None
+        self.feed: BrokerFeed | None = None
+        self.rejected: dict[str, int] = {}
+        self.outage: str | None = None
         # Rows up to here were sent by an earlier incarnation and freed.
         self.resume = log_.first - 1
         self.emitted = self.resume
@@ -95,6 +124,28 @@ class SourceRole:
                 self._log, self.emitted = reopen_row_log(path, self.resume)
             else:
                 self._log = path.open("w", buffering=1 << 16)
+
+    async def open(self) -> None:
+        """Connect a broker source (a UserError, naming what, if its broker
+        does not answer in time or has no such topic)."""
+        if self.config.kind != "kafka":
+            return
+        assert self.config.kafka is not None
+        # Imported here: only a Kafka source's process pays for the client.
+        from semiactive.node.connectors.kafka import KafkaReader
+
+        reader = KafkaReader(self.config.kafka, self.name)
+        positions = await asyncio.to_thread(reader.open)
+        start = self.checkpoint or MergeCheckpoint.first(positions)
+        if set(start.partitions) != set(positions):
+            log.warning(
+                "%s: the topic has partitions %s, the checkpoint %s: reading those of the checkpoint",
+                self.name,
+                sorted(positions),
+                sorted(start.partitions),
+            )
+        self.reader = reader
+        self.feed = BrokerFeed(self.schema, self.config.format, self.config.max_delay_ms, start)
 
     def start(self, t0: float) -> None:
         if not self.started.is_set():
@@ -114,11 +165,19 @@ class SourceRole:
         keeper = asyncio.create_task(self._keep_progress()) if self.progress is not None else None
         try:
             await self._produce()
+            if self.reader is not None and self.feed is not None and self.error is None:
+                # Once every consumer has the whole stream, the broker is
+                # told it was all read: a later run starts after it.
+                while not self.outbound.done:
+                    await asyncio.sleep(0.05)
+                await asyncio.to_thread(self.reader.commit_now, self.feed.positions())
             if keeper is not None:
                 await keeper
         finally:
             if keeper is not None:
                 keeper.cancel()
+            if self.reader is not None:
+                self.reader.close()
 
     async def _keep_progress(self) -> None:
         """Record the output log's freed point as it moves. The row log is
@@ -128,13 +187,22 @@ class SourceRole:
         while True:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             freed = min(self.log.first - 1, self.emitted)
+            checkpoint = None
+            if self.feed is not None:
+                checkpoint = self.feed.checkpoint_through(freed)
+                if checkpoint is None:
+                    continue
+                freed = checkpoint.seq
             if freed > self.progress.saved:
                 if self._log is not None:
                     self._log.flush()
                 try:
-                    self.progress.save(freed)
+                    self.progress.save(freed, checkpoint.to_json() if checkpoint is not None else None)
                 except OSError as exc:
                     log.warning("%s: cannot record progress: %s", self.name, exc)
+                    continue
+            if checkpoint is not None and self.reader is not None:
+                self.reader.commit({p: start.position for p, start in checkpoint.partitions.items()})
 
     async def _produce(self) -> None:
         await self.started.wait()
@@ -152,6 +220,8 @@ class SourceRole:
                 await self._file()
             elif self.config.kind == "registry":
                 await self._registry()
+            elif self.config.kind == "kafka":
+                await self._broker()
             else:
                 await self.stopping.wait()
         except SourceDataError as exc:
@@ -215,6 +285,69 @@ class SourceRole:
             if wait_ms > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), timeout=min(wait_ms, 50) / 1000)
+
+    async def _broker(self) -> None:
+        """Read the broker until a stop; then, in each partition, the
+        messages produced before the stop (those without a producer's time
+        until a read finds nothing more)."""
+        reader, feed = self.reader, self.feed
+        assert reader is not None and feed is not None
+        reader.assign(feed.positions())
+        partitions = set(feed.positions())
+        ended: set[int] = set()  # partitions read through the stop
+        while True:
+            await self.outbound.wait_room()
+            draining = self.stopping.is_set()
+            wait = BROKER_DRAIN_WAIT_S if draining else BROKER_READ_WAIT_S
+            messages = await asyncio.to_thread(reader.read, BROKER_READ_MOST, wait)
+            self._broker_outage(reader.outage)
+            now = clock.wall()
+            taken = feed.take(self._before_stop(messages, ended) if draining else messages, now)
+            for message, why in taken.rejected:
+                self._reject(message, why)
+            self._emit(taken.rows, feed.watermark, taken.entered or now)
+            if draining and (not messages or ended >= partitions):
+                break
+        end = feed.end()
+        if end.rows:
+            self._emit(end.rows, end.rows[-1][0], end.entered)
+
+    def _before_stop(self, messages: list[BrokerMessage], ended: set[int]) -> list[BrokerMessage]:
+        """``messages`` produced before the stop; a partition's first one
+        produced after it ends that partition (it and the rest stay in the
+        broker for a later run)."""
+        cutoff = self.t0 + self.stop_ms / 1000
+        kept = []
+        for m in messages:
+            if m.partition in ended:
+                continue
+            if m.produced > cutoff:
+                ended.add(m.partition)
+                continue
+            kept.append(m)
+        return kept
+
+    def _reject(self, message: BrokerMessage, why: Rejected) -> None:
+        assert self.reader is not None
+        self.reader.dead_letter(message, why.reason, why.detail)
+        seen = self.rejected.get(why.reason, 0)
+        self.rejected[why.reason] = seen + 1
+        self.on_rejected(why.reason)
+        if seen < REJECTS_LOGGED:
+            log.warning(
+                "%s: message at %d:%d rejected (%s): %s%s",
+                self.name,
+                message.partition,
+                message.position,
+                why.reason,
+                why.detail,
+                "; further ones of this reason are only counted" if seen + 1 == REJECTS_LOGGED else "",
+            )
+
+    def _broker_outage(self, error: str | None) -> None:
+        if error != self.outage and (error is None or self.outage is None):
+            self.on_outage(error)
+        self.outage = error
 
     async def _registry(self) -> None:
         """A registry's event time is the wall clock: its watermark follows
@@ -302,7 +435,7 @@ class SourceRole:
             if not TS_MIN <= ts <= TS_MAX:
                 raise SourceDataError(f"{where}: ts {ts} is out of range [{TS_MIN}, {TS_MAX}]")
             try:
-                values = [convert(_text(row[c.name]), c, where) for c in self.schema.columns]
+                values = [convert(json_text(row[c.name]), c, where) for c in self.schema.columns]
             except KeyError as exc:
                 raise SourceDataError(f"{where}: missing {exc.args[0]}") from None
             if ts <= floor or (elements and ts < elements[-1][0]):
@@ -320,9 +453,3 @@ class SourceRole:
         if eos:
             self.stop()
         return len(elements)
-
-
-def _text(value: Any) -> str | None:
-    """A JSON value as the text :func:`convert` parses (1.5 is no integer,
-    true no number, null no value)."""
-    return value if value is None or isinstance(value, str) else json.dumps(value)

@@ -8,6 +8,11 @@ are not sent again, rows after it are, and the consumers drop what they
 already have. :class:`SourceProgress` keeps that number in the run
 directory (``sources/<name>.progress.json``, replaced atomically).
 
+A broker source (Kafka) is not its own log: the broker is, and the row
+numbers come from the source's merge of the partitions, so beside the freed
+point it keeps the merge's checkpoint there (where to read each partition
+again, :class:`~semiactive.node.connectors.event_time_merge.MergeCheckpoint`).
+
 The source's row log (``sources/<name>.jsonl``, one line per row in seq
 order: the reference input of a run's check) is cut back by
 :func:`reopen_row_log` to its last whole line, so that the rows the new
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from semiactive.runtime.atomic_file import write_json
 
@@ -29,6 +34,7 @@ class SourceProgress:
     def __init__(self, run_dir: Path, name: str) -> None:
         self.path = run_dir / "sources" / f"{name}.progress.json"
         self.saved = 0
+        self.checkpoint: Any = None  # a broker source's, as JSON
 
     def load(self) -> int | None:
         """The seq a previous incarnation had freed; None for a first
@@ -39,18 +45,23 @@ class SourceProgress:
         except FileNotFoundError:
             return None
         try:
-            seq = json.loads(text)["freed"]
-        except (ValueError, KeyError, TypeError):
+            data = json.loads(text)
+            seq = data["freed"]
+        except (ValueError, KeyError, TypeError, IndexError):
             return 0
+        self.checkpoint = data.get("checkpoint")
         self.saved = seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else 0
         return self.saved
 
-    def save(self, freed: int) -> bool:
-        """Record ``freed`` if it moved on; say whether it did."""
+    def save(self, freed: int, checkpoint: Any = None) -> bool:
+        """Record ``freed`` (and a broker source's ``checkpoint`` there) if
+        it moved on; say whether it did."""
         if freed <= self.saved:
             return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(self.path, {"freed": freed})
+        write_json(
+            self.path, {"freed": freed} if checkpoint is None else {"freed": freed, "checkpoint": checkpoint}
+        )
         self.saved = freed
         return True
 
