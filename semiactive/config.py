@@ -97,18 +97,46 @@ class KafkaSourceConfig(_Model):
         return self.dead_topic or f"{self.topic}.dead"
 
 
+NATS_FILTER = r"^([A-Za-z0-9_-]+|\*)(\.([A-Za-z0-9_-]+|\*))*(\.>)?$|^>$"
+
+
+class NatsSourceConfig(_Model):
+    """Where a ``kind: nats`` source reads: the messages of ``subject``
+    (wildcards allowed) in the JetStream stream ``stream`` at ``url``
+    (docs/connectors.md). ``durable`` is the consumer whose acknowledgements
+    follow what the cluster no longer needs; a first start reads after
+    them, else from ``start``."""
+
+    url: Annotated[str, Field(pattern=r"^(nats|tls)://[^\s]+$")]
+    stream: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+    subject: Annotated[
+        str, Field(pattern=r"^([A-Za-z0-9_-]+|\*)(\.([A-Za-z0-9_-]+|\*))*(\.>)?$|^>$", max_length=255)
+    ]
+    durable: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+    start: Literal["earliest", "latest"] = "earliest"
+    # Rejected messages are published here (default <durable>.dead), into a
+    # stream <stream>_DEAD created if no stream takes the subject.
+    dead_subject: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")] = None
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+
+    @property
+    def dead_letters(self) -> str:
+        return self.dead_subject or f"{self.durable}.dead"
+
+
 class SourceConfig(_Model):
     """A process that produces one stream.
 
     ``synthetic``: seeded pseudo-random tuples on a rate schedule; ``file``:
     replay of a CSV or JSON Lines file with a ``ts`` column; ``ingest``: a
-    gRPC endpoint external producers push to; ``kafka``: the messages of a
-    Kafka topic."""
+    gRPC endpoint external producers push to; ``kafka``, ``nats``: the
+    messages of a Kafka topic or a NATS JetStream subject."""
 
     name: Annotated[str, Field(pattern=NAME)]
     stream: Annotated[str, Field(pattern=IDENT)]
-    kind: Literal["synthetic", "file", "ingest", "registry", "kafka"] = "synthetic"
+    kind: Literal["synthetic", "file", "ingest", "registry", "kafka", "nats"] = "synthetic"
     kafka: KafkaSourceConfig | None = None
+    nats: NatsSourceConfig | None = None
     format: Literal["json", "csv"] = "json"  # of a broker message
     # Bounded out-of-orderness of a broker source, in event-time ms: a row
     # is held until rows this much later have arrived, then emitted in ts
@@ -171,10 +199,14 @@ class SourceConfig(_Model):
             raise ValueError("a kafka source needs kafka: {bootstrap: ..., topic: ..., group: ...}")
         if self.kind != "kafka" and self.kafka is not None:
             raise ValueError(f"kafka: given for a source of kind {self.kind} (write kind: kafka)")
-        if self.kind != "kafka":
+        if self.kind == "nats" and self.nats is None:
+            raise ValueError("a nats source needs nats: {url: ..., stream: ..., subject: ..., durable: ...}")
+        if self.kind != "nats" and self.nats is not None:
+            raise ValueError(f"nats: given for a source of kind {self.kind} (write kind: nats)")
+        if self.kind not in ("kafka", "nats"):
             for field in ("format", "max_delay_ms"):
                 if field in self.model_fields_set:
-                    raise ValueError(f"{field}: only a broker source (kind: kafka) has it")
+                    raise ValueError(f"{field}: only a broker source (kind: kafka or nats) has it")
         return self
 
     @property
@@ -183,7 +215,7 @@ class SourceConfig(_Model):
         generates the same rows in every incarnation (an ingest or registry
         source's rows come from outside and die with it; a broker source's
         stay in the broker)."""
-        return self.kind in ("synthetic", "file", "kafka")
+        return self.kind in ("synthetic", "file", "kafka", "nats")
 
 
 RATE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from semiactive.node.connectors.event_time_merge import EventTimeMerge, MergeCheckpoint
 from semiactive.node.connectors.message_rows import MessageDecoder, Rejected
@@ -31,6 +31,36 @@ class BrokerMessage:
     position: int  # Kafka offset, NATS stream sequence
     value: bytes
     produced: float = 0.0  # unix seconds the producer stamped; 0 if unknown
+
+
+class BrokerReader(Protocol):
+    """A broker source's connection (Kafka, NATS): where the merge's
+    positions come from and go back to."""
+
+    outage: str | None  # why the broker is away, while it is
+
+    async def open(self) -> dict[int, int]:
+        """Connect (bounded: a UserError naming what); per partition, where
+        a first start reads."""
+        ...
+
+    async def assign(self, positions: dict[int, int]) -> None: ...
+
+    async def read(self, most: int, timeout_s: float) -> list[BrokerMessage]:
+        """Up to ``most`` messages in each partition's order (none while
+        the broker is away), waiting at most ``timeout_s`` for the first."""
+        ...
+
+    def commit(self, positions: dict[int, int]) -> None:
+        """Tell the broker, at the next read, that what is before these
+        positions is done."""
+        ...
+
+    async def commit_now(self, positions: dict[int, int]) -> None: ...
+
+    async def dead_letter(self, message: BrokerMessage, reason: str, detail: str) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass

@@ -18,12 +18,13 @@ configured), keyed ``topic:partition:offset``, with headers ``reason``,
 ``detail`` and ``source``. A reader started again may send a dead letter a
 second time (same key).
 
-Everything here blocks: the source calls it in a worker thread, one call
-at a time.
+The client blocks: its calls run in a worker thread, one at a time
+(producing a dead letter only queues it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -82,7 +83,10 @@ class KafkaReader:
         self._producer: Producer | None = None
         self._common = common
 
-    def open(self) -> dict[int, int]:
+    async def open(self) -> dict[int, int]:
+        return await asyncio.to_thread(self._open)
+
+    def _open(self) -> dict[int, int]:
         """Check that the broker answers and the topic exists; create the
         dead-letter topic if absent. Return, per partition, where a first
         start reads: the group's committed offset, else the configured start."""
@@ -122,11 +126,13 @@ class KafkaReader:
                     f"cannot create the dead-letter topic {name!r}: {_reason(exc)}"
                 ) from None
 
-    def assign(self, positions: dict[int, int]) -> None:
+    async def assign(self, positions: dict[int, int]) -> None:
         self._consumer.assign([TopicPartition(self.config.topic, p, pos) for p, pos in positions.items()])
 
-    def read(self, most: int, timeout_s: float) -> list[BrokerMessage]:
-        """Up to ``most`` records, waiting at most ``timeout_s`` for the first."""
+    async def read(self, most: int, timeout_s: float) -> list[BrokerMessage]:
+        return await asyncio.to_thread(self._read, most, timeout_s)
+
+    def _read(self, most: int, timeout_s: float) -> list[BrokerMessage]:
         self._commit()
         try:
             messages = self._consumer.consume(most, timeout_s)
@@ -151,8 +157,10 @@ class KafkaReader:
                 pass
         return out
 
-    def commit_now(self, positions: dict[int, int]) -> None:
-        """Commit ``positions`` and wait for the broker's answer."""
+    async def commit_now(self, positions: dict[int, int]) -> None:
+        await asyncio.to_thread(self._commit_now, positions)
+
+    def _commit_now(self, positions: dict[int, int]) -> None:
         offsets = [TopicPartition(self.config.topic, p, pos) for p, pos in positions.items() if pos >= 0]
         if offsets:
             try:
@@ -175,7 +183,7 @@ class KafkaReader:
             except KafkaException as exc:  # the next freed point commits again
                 log.debug("%s: commit failed: %s", self.source, _reason(exc))
 
-    def dead_letter(self, record: BrokerMessage, reason: str, detail: str) -> None:
+    async def dead_letter(self, record: BrokerMessage, reason: str, detail: str) -> None:
         assert self._producer is not None
         key = f"{self.config.topic}:{record.partition}:{record.position}"
         headers: dict[str, str | bytes | None] = {
@@ -191,7 +199,10 @@ class KafkaReader:
                 self._producer.poll(0.1)
         self._producer.poll(0)
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        await asyncio.to_thread(self._close)
+
+    def _close(self) -> None:
         if self._closed:
             return
         self._closed = True

@@ -53,9 +53,9 @@ class NatsUnavailable(UserError):
     """The server could not be reached within the sink's start-up wait."""
 
 
-def _require_client() -> None:
+def require_client(what: str = "sink") -> None:
     if nats is None:
-        raise UserError("a nats sink needs nats-py: pip install 'semiactive[nats]'")
+        raise UserError(f"a nats {what} needs nats-py: pip install 'semiactive[nats]'")
 
 
 def subject_matches(pattern: str, subject: str) -> bool:
@@ -74,7 +74,7 @@ async def _quiet(_: Exception) -> None:
     """The client's error callback: the sink logs what matters itself."""
 
 
-async def _connect(url: str) -> Any:
+async def connect(url: str) -> Any:
     """One attempt, bounded: the client's own connect retries a refused
     server for minutes whatever ``allow_reconnect`` says. A connection
     lost later is not reconnected behind the sink's back: its next write
@@ -103,7 +103,7 @@ class NatsSubject:
         kind: plan.Kind,
         on_outage: Callable[[str | None], None] | None = None,
     ) -> None:
-        _require_client()
+        require_client()
         self.config = config
         self.run = run
         self.committed = 0  # the highest seq the stream stored for this run
@@ -126,12 +126,12 @@ class NatsSubject:
                 f"{cfg.connect_timeout_s:g} s: {first_line(exc)}"
             )
 
-        await connect_within(self._connect, self._disconnect, _ERRORS, cfg.connect_timeout_s, unavailable)
+        await connect_within(self._connect, self._disconnect, ERRORS, cfg.connect_timeout_s, unavailable)
         return self.committed
 
     async def _connect(self) -> None:
         cfg = self.config
-        self._nc = await _connect(cfg.url)
+        self._nc = await connect(cfg.url)
         self._js = self._nc.jetstream(timeout=ACK_TIMEOUT_S)
         try:
             info = await self._js.stream_info(cfg.stream)
@@ -170,7 +170,7 @@ class NatsSubject:
                 await self._publish(fresh[first : first + CHUNK])
 
         what = f"NATS stream {self.config.stream}"
-        await until_done(attempt, self._disconnect, _ERRORS, what, self._on_outage)
+        await until_done(attempt, self._disconnect, ERRORS, what, self._on_outage)
 
     async def _publish(self, rows: Sequence[Element]) -> None:
         cfg, fmt = self.config, self._fmt
@@ -196,18 +196,18 @@ class NatsSubject:
         await self._disconnect()
 
 
-_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncio.TimeoutError)
+ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, asyncio.TimeoutError)
 if nats is not None:
-    _ERRORS += (nats.errors.Error, nats.js.errors.Error)
+    ERRORS += (nats.errors.Error, nats.js.errors.Error)
 
 
 def read_subject(config: NatsSinkConfig, run: str) -> list[dict[str, Any]]:
     """What the sink published for ``run``, in seq order, as the JSON Lines
     records a file sink writes (``semiactive verify`` compares either)."""
-    _require_client()
+    require_client()
 
     async def read() -> list[dict[str, Any]]:
-        nc = await _connect(config.url)
+        nc = await connect(config.url)
         try:
             js = nc.jetstream(timeout=10)
             records = []

@@ -149,7 +149,7 @@ class NodeDaemon:
                 progress = SourceProgress(run_dir, name)
             freed = progress.load() if progress is not None and resume else None
             checkpoint = None
-            if freed and stage.source.kind == "kafka":
+            if freed and stage.source.kind in ("kafka", "nats"):
                 assert progress is not None
                 try:
                     checkpoint = MergeCheckpoint.from_json(progress.checkpoint)

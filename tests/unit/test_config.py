@@ -676,7 +676,7 @@ def test_a_kafka_source_needs_its_topic_and_group(tmp_path: Path) -> None:
     err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    kind: kafka\n"))
     assert err.field == "sources[0]" and "a kafka source needs kafka: {bootstrap: ..." in err.message
     err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    max_delay_ms: 10\n"))
-    assert "max_delay_ms: only a broker source (kind: kafka) has it" in err.message
+    assert "max_delay_ms: only a broker source (kind: kafka or nats) has it" in err.message
     err = _error(tmp_path, base.replace("bootstrap: '127.0.0.1:9092'", "bootstrap: 'kafka'"))
     assert err.field == "sources[0].kafka.bootstrap", str(err)
     err = _error(tmp_path, base.replace("topic: readings", "topic: 'a b'"))
@@ -685,3 +685,17 @@ def test_a_kafka_source_needs_its_topic_and_group(tmp_path: Path) -> None:
     assert err.field == "sources[0].max_delay_ms", str(err)
     err = _error(tmp_path, base.replace("    kind: kafka\n", "    kind: kafka\n    format: avro\n"))
     assert err.field == "sources[0].format", str(err)
+
+
+def test_a_nats_source_needs_its_stream_subject_and_durable(tmp_path: Path) -> None:
+    nats = "    kind: nats\n    nats: {url: 'nats://h:4222', stream: IN, subject: 'readings.>', durable: d}\n"
+    base = BASE.replace("    stream: s0\n", "    stream: s0\n" + nats)
+    source = _load(tmp_path, base).config.sources[0]
+    assert source.restartable and source.nats is not None and source.nats.dead_letters == "d.dead"
+    err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    kind: nats\n"))
+    assert "a nats source needs nats: {url: ..., stream: ..., subject: ..., durable: ...}" in err.message
+    err = _error(tmp_path, base.replace("subject: 'readings.>'", "subject: 'readings.>.x'"))
+    assert err.field == "sources[0].nats.subject", str(err)  # > only at the end
+    err = _error(tmp_path, base.replace("durable: d", "durable: 'a.b'"))
+    assert err.field == "sources[0].nats.durable", str(err)
+    assert _load(tmp_path, base.replace("'readings.>'", "'readings.*.t'")).config.sources[0].nats is not None

@@ -14,8 +14,9 @@ rows before that again for its row log only, and sends the rest. A stop
 ends the stream at the rows due by the stop's time, so that a source
 started again and stopped later ends no earlier than the one it replaces.
 
-A Kafka source reads its topic (:mod:`~semiactive.node.connectors.kafka`)
-through a :class:`~semiactive.node.connectors.broker_feed.BrokerFeed`, which
+A broker source reads its Kafka topic or NATS subject (a
+:class:`~semiactive.node.connectors.broker_feed.BrokerReader`) through a
+:class:`~semiactive.node.connectors.broker_feed.BrokerFeed`, which
 numbers the rows the same in every incarnation; it keeps the feed's
 checkpoint with its freed point, and commits that point's positions to the
 broker. Rejected messages go to its dead letters and are counted; a stop
@@ -29,11 +30,11 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from semiactive.config import SourceConfig
 from semiactive.ha.output_log import OutputLog
-from semiactive.node.connectors.broker_feed import BrokerFeed, BrokerMessage
+from semiactive.node.connectors.broker_feed import BrokerFeed, BrokerMessage, BrokerReader
 from semiactive.node.connectors.event_time_merge import MergeCheckpoint
 from semiactive.node.connectors.jsonl import formatter
 from semiactive.node.connectors.message_rows import Rejected, json_text
@@ -54,9 +55,6 @@ from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.roles.source_progress import SourceProgress, reopen_row_log
 from semiactive.runtime import clock
 from semiactive.runtime.atomic_file import write_json
-
-if TYPE_CHECKING:
-    from semiactive.node.connectors.kafka import KafkaReader
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +108,7 @@ class SourceRole:
         self.checkpoint = checkpoint
         self.on_rejected = on_rejected
         self.on_outage = on_outage
-        self.reader: KafkaReader | None = None
+        self.reader: BrokerReader | None = None
         self.feed: BrokerFeed | None = None
         self.rejected: dict[str, int] = {}
         self.outage: str | None = None
@@ -128,14 +126,19 @@ class SourceRole:
     async def open(self) -> None:
         """Connect a broker source (a UserError, naming what, if its broker
         does not answer in time or has no such topic)."""
-        if self.config.kind != "kafka":
-            return
-        assert self.config.kafka is not None
-        # Imported here: only a Kafka source's process pays for the client.
-        from semiactive.node.connectors.kafka import KafkaReader
+        reader: BrokerReader
+        # Imported here: only a broker source's process pays for its client.
+        if self.config.kafka is not None:
+            from semiactive.node.connectors.kafka import KafkaReader
 
-        reader = KafkaReader(self.config.kafka, self.name)
-        positions = await asyncio.to_thread(reader.open)
+            reader = KafkaReader(self.config.kafka, self.name)
+        elif self.config.nats is not None:
+            from semiactive.node.connectors.nats_source import NatsReader
+
+            reader = NatsReader(self.config.nats, self.name)
+        else:
+            return
+        positions = await reader.open()
         start = self.checkpoint or MergeCheckpoint.first(positions)
         if set(start.partitions) != set(positions):
             log.warning(
@@ -170,14 +173,14 @@ class SourceRole:
                 # told it was all read: a later run starts after it.
                 while not self.outbound.done:
                     await asyncio.sleep(0.05)
-                await asyncio.to_thread(self.reader.commit_now, self.feed.positions())
+                await self.reader.commit_now(self.feed.positions())
             if keeper is not None:
                 await keeper
         finally:
             if keeper is not None:
                 keeper.cancel()
             if self.reader is not None:
-                self.reader.close()
+                await self.reader.close()
 
     async def _keep_progress(self) -> None:
         """Record the output log's freed point as it moves. The row log is
@@ -220,7 +223,7 @@ class SourceRole:
                 await self._file()
             elif self.config.kind == "registry":
                 await self._registry()
-            elif self.config.kind == "kafka":
+            elif self.config.kind in ("kafka", "nats"):
                 await self._broker()
             else:
                 await self.stopping.wait()
@@ -292,19 +295,19 @@ class SourceRole:
         until a read finds nothing more)."""
         reader, feed = self.reader, self.feed
         assert reader is not None and feed is not None
-        reader.assign(feed.positions())
+        await reader.assign(feed.positions())
         partitions = set(feed.positions())
         ended: set[int] = set()  # partitions read through the stop
         while True:
             await self.outbound.wait_room()
             draining = self.stopping.is_set()
             wait = BROKER_DRAIN_WAIT_S if draining else BROKER_READ_WAIT_S
-            messages = await asyncio.to_thread(reader.read, BROKER_READ_MOST, wait)
+            messages = await reader.read(BROKER_READ_MOST, wait)
             self._broker_outage(reader.outage)
             now = clock.wall()
             taken = feed.take(self._before_stop(messages, ended) if draining else messages, now)
             for message, why in taken.rejected:
-                self._reject(message, why)
+                await self._reject(message, why)
             self._emit(taken.rows, feed.watermark, taken.entered or now)
             if draining and (not messages or ended >= partitions):
                 break
@@ -327,9 +330,9 @@ class SourceRole:
             kept.append(m)
         return kept
 
-    def _reject(self, message: BrokerMessage, why: Rejected) -> None:
+    async def _reject(self, message: BrokerMessage, why: Rejected) -> None:
         assert self.reader is not None
-        self.reader.dead_letter(message, why.reason, why.detail)
+        await self.reader.dead_letter(message, why.reason, why.detail)
         seen = self.rejected.get(why.reason, 0)
         self.rejected[why.reason] = seen + 1
         self.on_rejected(why.reason)

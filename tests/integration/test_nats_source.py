@@ -1,0 +1,166 @@
+"""The NATS source's reader against a real server (Debian's nats-server,
+JetStream on file storage): where a first start reads (after the durable
+consumer's acknowledgements, else from ``start``), what a commit leaves
+acknowledged, a reconnection that reads on where it was, the start-up
+errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from semiactive.config import NatsSourceConfig
+from semiactive.errors import UserError
+from semiactive.node.connectors.nats_source import NatsReader
+from tests.nats_server import NatsServer, nats_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
+    with nats_server(tmp_path_factory.mktemp("nats")) as running:
+        yield running
+
+
+async def _stream(server: NatsServer, name: str, subjects: list[str], count: int) -> None:
+    """Stream ``NAME`` with ``count`` messages on its first subject."""
+    import nats
+    from nats.js.api import StorageType
+
+    nc = await nats.connect(server.url)
+    js = nc.jetstream()
+    await js.add_stream(name=name.upper(), subjects=subjects, storage=StorageType.FILE)
+    for i in range(count):
+        await js.publish(subjects[0].replace(">", "x"), str(i).encode())
+    await nc.close()
+
+
+def _config(server: NatsServer, name: str, **extra: Any) -> NatsSourceConfig:
+    return NatsSourceConfig(
+        url=server.url,
+        stream=name.upper(),
+        subject=f"{name}.>",
+        durable=f"d_{name}",
+        connect_timeout_s=2,
+        **extra,
+    )
+
+
+async def _read_all(reader: NatsReader, count: int) -> list[int]:
+    positions: list[int] = []
+    for _ in range(100):
+        positions += [m.position for m in await reader.read(1000, 0.1)]
+        if len(positions) >= count:
+            break
+    return positions
+
+
+def test_a_first_start_reads_after_what_the_durable_consumer_acknowledged(server: NatsServer) -> None:
+    async def scenario() -> None:
+        await _stream(server, "acked", ["acked.>"], 10)
+        first = NatsReader(_config(server, "acked"), "src")
+        assert await first.open() == {0: 1}
+        await first.assign({0: 1})
+        assert await _read_all(first, 10) == list(range(1, 11))
+        await first.commit_now({0: 7})  # 1..6 done
+        await first.close()
+        again = NatsReader(_config(server, "acked"), "src")
+        assert await again.open() == {0: 7}
+        await again.close()
+        latest = NatsReader(_config(server, "acked", start="latest"), "src")
+        assert await latest.open() == {0: 7}  # the durable's floor wins over start
+        await latest.close()
+
+    asyncio.run(scenario())
+
+
+def test_start_latest_without_a_durable_consumer_reads_only_new_messages(server: NatsServer) -> None:
+    async def scenario() -> None:
+        await _stream(server, "late", ["late.>"], 5)
+        reader = NatsReader(_config(server, "late", start="latest"), "src")
+        assert await reader.open() == {0: 6}
+        await reader.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_that_loses_the_server_reads_on_where_it_was(server: NatsServer) -> None:
+    async def scenario() -> None:
+        await _stream(server, "again", ["again.>"], 20)
+        reader = NatsReader(_config(server, "again"), "src")
+        await reader.assign(await reader.open())
+        got = [m.position for m in await reader.read(8, 1.0)]
+        assert got == list(range(1, 9))
+        reader.commit({0: 4})
+        got += [m.position for m in await reader.read(1, 0.1)]  # the commit goes with a read
+        server.kill()
+        assert await reader.read(100, 0.2) == []
+        assert reader.outage is not None
+        server.start()
+        rest: list[int] = []
+        for _ in range(200):
+            rest += [m.position for m in await reader.read(100, 0.1)]
+            if rest and rest[-1] == 20:
+                break
+        assert got + [p for p in rest if p not in got] == list(range(1, 21))
+        assert rest[0] == got[-1] + 1 and reader.outage is None  # nothing read twice
+        await reader.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_that_does_not_exist_is_a_one_line_error(server: NatsServer) -> None:
+    async def scenario() -> None:
+        reader = NatsReader(_config(server, "absent"), "src")
+        with pytest.raises(UserError, match=r"NATS stream ABSENT does not exist"):
+            await reader.open()
+
+    asyncio.run(scenario())
+
+
+def test_an_unreachable_server_is_a_one_line_error(server: NatsServer) -> None:
+    async def scenario() -> None:
+        cfg = NatsSourceConfig(
+            url="nats://127.0.0.1:9", stream="S", subject="s.>", durable="d", connect_timeout_s=0.5
+        )
+        with pytest.raises(UserError, match=r"cannot reach NATS stream S at nats://127.0.0.1:9 after 0.5 s"):
+            await NatsReader(cfg, "src").open()
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_letter_subject_the_source_reads_is_refused(server: NatsServer) -> None:
+    async def scenario() -> None:
+        await _stream(server, "loop", ["loop.>"], 0)
+        reader = NatsReader(_config(server, "loop", dead_subject="loop.dead"), "src")
+        with pytest.raises(UserError, match=r"the dead-letter subject loop.dead is one the source reads"):
+            await reader.open()
+        await reader.close()
+
+    asyncio.run(scenario())
+
+
+def test_dead_letters_are_published_once_per_message(server: NatsServer, tmp_path: Path) -> None:
+    from semiactive.node.connectors.broker_feed import BrokerMessage
+
+    async def scenario() -> None:
+        import nats
+
+        await _stream(server, "dl", ["dl.>"], 0)
+        reader = NatsReader(_config(server, "dl"), "src")
+        await reader.assign(await reader.open())
+        bad = BrokerMessage(0, 42, b"oops")
+        await reader.dead_letter(bad, "malformed", "not JSON")
+        await reader.dead_letter(bad, "malformed", "not JSON")  # a restarted reader's
+        await reader.close()
+        nc = await nats.connect(server.url)
+        info = await nc.jetstream().stream_info("DL_DEAD")
+        msg = await nc.jetstream().get_last_msg("DL_DEAD", "d_dl.dead")
+        await nc.close()
+        assert info.state.messages == 1
+        assert msg.data == b"oops" and msg.headers is not None and msg.headers["reason"] == "malformed"
+
+    asyncio.run(scenario())
