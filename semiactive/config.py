@@ -428,6 +428,15 @@ class NatsSinkConfig(_Model):
     connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
 
 
+class KafkaSinkConfig(_Model):
+    """Where a ``kind: kafka`` sink writes: partition 0 of ``topic`` at
+    ``bootstrap``, created (one partition) if absent (docs/connectors.md)."""
+
+    bootstrap: Annotated[str, Field(pattern=r"^[^\s,]+:[0-9]+(,[^\s,]+:[0-9]+)*$")]
+    topic: Annotated[str, Field(pattern=KAFKA_TOPIC)]
+    connect_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 10.0
+
+
 class SinkConfig(_Model):
     """A process that receives one stream and writes it: as JSON Lines into
     the run directory (``kind: file``), into a PostgreSQL table
@@ -436,9 +445,10 @@ class SinkConfig(_Model):
 
     name: Annotated[str, Field(pattern=NAME)]
     input: Annotated[str, Field(pattern=IDENT)]
-    kind: Literal["file", "postgres", "nats"] = "file"
+    kind: Literal["file", "postgres", "nats", "kafka"] = "file"
     postgres: PostgresSinkConfig | None = None
     nats: NatsSinkConfig | None = None
+    kafka: KafkaSinkConfig | None = None
     # Also write one file per value of this text column (an MQO stage's
     # ``query``): sink/<name>/<value>.jsonl.
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
@@ -453,6 +463,10 @@ class SinkConfig(_Model):
             raise ValueError("a nats sink needs nats: {url: ..., stream: ..., subject: ...}")
         if self.kind != "nats" and self.nats is not None:
             raise ValueError(f"nats: given for a sink of kind {self.kind} (write kind: nats)")
+        if self.kind == "kafka" and self.kafka is None:
+            raise ValueError("a kafka sink needs kafka: {bootstrap: ..., topic: ...}")
+        if self.kind != "kafka" and self.kafka is not None:
+            raise ValueError(f"kafka: given for a sink of kind {self.kind} (write kind: kafka)")
         if self.kind != "file" and self.split_by is not None:
             raise ValueError("split_by writes files: only a file sink has it")
         return self
@@ -461,7 +475,7 @@ class SinkConfig(_Model):
     def durable(self) -> bool:
         """Whether what it wrote survives its process: a restarted sink then
         goes on from there, losing and repeating nothing."""
-        return self.kind in ("postgres", "nats")
+        return self.kind in ("postgres", "nats", "kafka")
 
 
 def _node_reference(value: object) -> object:

@@ -96,35 +96,22 @@ class KafkaReader:
             meta = self._consumer.list_topics(topic, timeout=timeout)
         except KafkaException as exc:
             raise KafkaUnavailable(
-                f"Kafka at {self.config.bootstrap} did not answer within {timeout:g} s ({_reason(exc)})"
+                f"Kafka at {self.config.bootstrap} did not answer within {timeout:g} s ({reason(exc)})"
             ) from None
         found = meta.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
             raise KafkaUnavailable(f"Kafka topic {topic!r} does not exist at {self.config.bootstrap}")
         partitions = sorted(found.partitions)
-        self._ensure_topic(self.config.dead_letters, timeout)
+        ensure_topic(self.config.bootstrap, self.config.dead_letters, timeout, "the dead-letter topic")
         try:
             committed = self._consumer.committed(
                 [TopicPartition(topic, p) for p in partitions], timeout=timeout
             )
         except KafkaException as exc:
-            raise KafkaUnavailable(f"Kafka group {self.config.group!r}: {_reason(exc)}") from None
+            raise KafkaUnavailable(f"Kafka group {self.config.group!r}: {reason(exc)}") from None
         symbolic = OFFSET_BEGINNING if self.config.start == "earliest" else OFFSET_END
         self._producer = Producer({**self._common, "enable.idempotence": True, "linger.ms": 20})
         return {tp.partition: tp.offset if tp.offset >= 0 else symbolic for tp in committed}
-
-    def _ensure_topic(self, name: str, timeout: float) -> None:
-        admin = AdminClient({"bootstrap.servers": self.config.bootstrap}, logger=client_log)
-        if name in admin.list_topics(timeout=timeout).topics:
-            return
-        future = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name]
-        try:
-            future.result(timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise KafkaUnavailable(
-                    f"cannot create the dead-letter topic {name!r}: {_reason(exc)}"
-                ) from None
 
     async def assign(self, positions: dict[int, int]) -> None:
         self._consumer.assign([TopicPartition(self.config.topic, p, pos) for p, pos in positions.items()])
@@ -166,7 +153,7 @@ class KafkaReader:
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
-                log.warning("%s: cannot commit the end of the stream: %s", self.source, _reason(exc))
+                log.warning("%s: cannot commit the end of the stream: %s", self.source, reason(exc))
 
     def commit(self, positions: dict[int, int]) -> None:
         """Commit ``positions`` at the next read (from the reading thread)."""
@@ -181,7 +168,7 @@ class KafkaReader:
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:  # the next freed point commits again
-                log.debug("%s: commit failed: %s", self.source, _reason(exc))
+                log.debug("%s: commit failed: %s", self.source, reason(exc))
 
     async def dead_letter(self, record: BrokerMessage, reason: str, detail: str) -> None:
         assert self._producer is not None
@@ -228,6 +215,25 @@ class KafkaReader:
             log.debug("%s: Kafka: %s", self.source, error.str())
 
 
+def ensure_topic(bootstrap: str, name: str, timeout: float, what: str) -> None:
+    """Create topic ``name`` with one partition if it is absent."""
+    admin = AdminClient({"bootstrap.servers": bootstrap}, logger=client_log)
+    try:
+        topics = admin.list_topics(timeout=timeout).topics
+    except KafkaException as exc:
+        raise KafkaUnavailable(
+            f"Kafka at {bootstrap} did not answer within {timeout:g} s ({reason(exc)})"
+        ) from None
+    try:
+        if name in topics:
+            return
+        future = admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name]
+        future.result(timeout)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise KafkaUnavailable(f"cannot create {what} {name!r}: {reason(exc)}") from None
+
+
 def _message(m: Message) -> BrokerMessage:
     kind, ms = m.timestamp()
     value = m.value()
@@ -239,6 +245,6 @@ def _message(m: Message) -> BrokerMessage:
     )
 
 
-def _reason(exc: KafkaException) -> str:
+def reason(exc: KafkaException) -> str:
     arg = exc.args[0] if exc.args else exc
     return arg.str() if isinstance(arg, KafkaError) else str(arg)

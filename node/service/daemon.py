@@ -223,8 +223,12 @@ class NodeDaemon:
         try:
             if sink.postgres is not None:
                 return PostgresTable(sink.postgres, run, edge.schema, edge.kind, on_outage=outage)
+            # Imported here: only a NATS or Kafka sink's process pays for its client.
+            if sink.kafka is not None:
+                from semiactive.node.connectors.kafka_sink import KafkaTopic
+
+                return KafkaTopic(sink.kafka, run, edge.schema, edge.kind, on_outage=outage)
             assert sink.nats is not None
-            # Imported here: only a NATS sink's process pays for the client.
             from semiactive.node.connectors.nats import NatsSubject
 
             return NatsSubject(sink.nats, run, edge.schema, edge.kind, on_outage=outage)

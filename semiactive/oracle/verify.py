@@ -86,7 +86,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def delivered(stage: Stage, topology: Topology, run_dir: Path) -> list[dict[str, Any]]:
     """What a sink wrote, as JSON Lines records: its file, or its table's
-    rows or its subject's messages of this run."""
+    rows or its subject's or topic's messages of this run."""
     assert stage.sink is not None
     if not stage.sink.durable:
         return _read_jsonl(run_dir / "sink" / f"{stage.name}.jsonl")
@@ -98,6 +98,10 @@ def delivered(stage: Stage, topology: Topology, run_dir: Path) -> list[dict[str,
         from semiactive.node.connectors.nats import read_subject
 
         return read_subject(stage.sink.nats, run)
+    if stage.sink.kafka is not None:
+        from semiactive.node.connectors.kafka_sink import read_topic
+
+        return read_topic(stage.sink.kafka, run)
     assert stage.sink.postgres is not None
     return read_table(stage.sink.postgres, run, edge.schema, edge.kind)
 

@@ -98,7 +98,9 @@ class Producer:
         assert producer.flush(10) == 0
 
 
-def _kafka_chain(tmp: Path, broker: KafkaBroker, topic: str) -> Path:
+def _kafka_chain(tmp: Path, broker: KafkaBroker, topic: str, sink_topic: str | None = None) -> Path:
+    """The protected chain from ``topic`` (created here) to a file, or to
+    ``sink_topic``."""
     broker.create_topic(topic, PARTITIONS)
     path = protected_chain(tmp, AGGREGATE)
     cfg = yaml.safe_load(path.read_text())
@@ -106,7 +108,20 @@ def _kafka_chain(tmp: Path, broker: KafkaBroker, topic: str) -> Path:
     source.pop("rate")
     source.pop("seed")
     source.update(kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": topic, "group": f"g-{topic}"})
+    if sink_topic is not None:
+        cfg["sinks"][0].update(kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": sink_topic})
     return write_config(path, cfg)
+
+
+def _source_rows_once(run_dir: Path, producer: Producer) -> None:
+    """Each good message produced is one row of the source, once."""
+    assert producer.error is None, producer.error
+    ids = [json.loads(line)["id"] for line in (run_dir / "sources" / "node-0.jsonl").read_text().splitlines()]
+    duplicated = [i for i, n in Counter(ids).items() if n > 1]
+    assert not duplicated, f"rows twice: {duplicated[:10]}"
+    missing = sorted(set(producer.good) - set(ids))
+    assert not missing, f"{len(missing)} rows lost: {missing[:10]}"
+    assert len(ids) > 2500 and -1 not in ids
 
 
 def test_a_kafka_source_killed_from_outside_loses_and_repeats_nothing(
@@ -139,13 +154,7 @@ def test_a_kafka_source_killed_from_outside_loses_and_repeats_nothing(
     restarted = [e for e in events(run_dir) if e["event"] == "restarted" and e.get("target") == "node-0"]
     assert len(restarted) == 2, result.stderr
 
-    # Each good message produced before the stop is one row of the source, once.
-    ids = [json.loads(line)["id"] for line in (run_dir / "sources" / "node-0.jsonl").read_text().splitlines()]
-    duplicated = [i for i, n in Counter(ids).items() if n > 1]
-    assert not duplicated, f"rows twice: {duplicated[:10]}"
-    missing = sorted(set(producer.good) - set(ids))
-    assert not missing, f"{len(missing)} rows lost: {missing[:10]}"
-    assert len(ids) > 2500 and -1 not in ids
+    _source_rows_once(run_dir, producer)
     assert assert_exact(config_path, run_dir, result.stderr) > 20
 
     # Every bad message is a dead letter with its reason (a restarted
@@ -156,3 +165,37 @@ def test_a_kafka_source_killed_from_outside_loses_and_repeats_nothing(
     assert Counter(reasons.values()) >= Counter(reason for _, reason in BAD)
     assert "late" in reasons.values()
     assert all(m[4]["source"] == b"node-0" for m in letters)
+
+
+def test_kafka_to_kafka_with_the_source_sink_and_a_stage_killed_loses_and_repeats_nothing(
+    tmp_path: Path, broker: KafkaBroker
+) -> None:
+    config_path = _kafka_chain(tmp_path, broker, "in_killed", sink_topic="out_killed")
+    run_dir = tmp_path / "run"
+    launcher = start_launcher(config_path, run_dir, duration=5.0)
+    producer = Producer(broker, "in_killed", run_dir, rate=1000, until=4.5)
+    source, sink, stage = RANDOM.uniform(0.8, 1.6), RANDOM.uniform(2.4, 3.2), RANDOM.uniform(1.6, 2.4)
+    try:
+        wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
+        nemesis = semiactive(
+            "nemesis",
+            str(run_dir),
+            *(
+                "--kill",
+                f"node-0@{source:.2f}",
+                "--kill",
+                f"sink@{sink:.2f}",
+                "--kill",
+                f"node-2@{stage:.2f}",
+            ),
+            timeout=120,
+        )
+    finally:
+        result = finish(launcher, run_dir)
+        producer.thread.join()
+    assert nemesis.returncode == 0, nemesis.stderr + result.stderr
+    assert result.returncode == 0, result.stderr
+    restarted = {e.get("target") for e in events(run_dir) if e["event"] == "restarted"}
+    assert {"node-0", "sink"} <= restarted, result.stderr
+    _source_rows_once(run_dir, producer)
+    assert assert_exact(config_path, run_dir, result.stderr) > 20  # the topic read back

@@ -699,3 +699,13 @@ def test_a_nats_source_needs_its_stream_subject_and_durable(tmp_path: Path) -> N
     err = _error(tmp_path, base.replace("durable: d", "durable: 'a.b'"))
     assert err.field == "sources[0].nats.durable", str(err)
     assert _load(tmp_path, base.replace("'readings.>'", "'readings.*.t'")).config.sources[0].nats is not None
+
+
+def test_a_kafka_sink_needs_its_topic(tmp_path: Path) -> None:
+    kafka = "    kind: kafka\n    kafka: {bootstrap: '127.0.0.1:9092', topic: results}\n"
+    sink = _load(tmp_path, BASE + kafka).stages["sink"].sink
+    assert sink is not None and sink.durable and sink.kafka is not None and sink.kafka.topic == "results"
+    err = _error(tmp_path, BASE + "    kind: kafka\n")
+    assert err.field == "sinks[0]" and "a kafka sink needs kafka: {bootstrap: ..., topic: ...}" in err.message
+    err = _error(tmp_path, BASE + "    kafka: {bootstrap: 'h:1', topic: t}\n")
+    assert "kafka: given for a sink of kind file (write kind: kafka)" in err.message
