@@ -24,7 +24,7 @@ import csv
 import json
 from typing import Any, Literal
 
-from semiactive.node.connectors.sources import TS_MAX, TS_MIN, SourceDataError, convert
+from semiactive.node.connectors.sources import INT_MAX, INT_MIN, TS_MAX, TS_MIN, SourceDataError, convert
 from semiactive.node.cql import plan
 
 Reason = Literal["malformed", "missing", "type", "late"]
@@ -38,6 +38,13 @@ class Rejected(SourceDataError):
         super().__init__(detail)
         self.reason: Reason = reason
         self.detail = detail
+
+
+def _plain_integer(value: Any) -> bool:
+    return type(value) is int and INT_MIN <= value <= INT_MAX
+
+
+_PLAIN = {plan.TypeName.INTEGER: _plain_integer}
 
 
 def json_text(value: Any) -> str | None:
@@ -67,6 +74,10 @@ class MessageDecoder:
     def __init__(self, schema: plan.Schema, format: Literal["json", "csv"]) -> None:
         self.columns = schema.columns
         self.format = format
+        # A JSON value that already has its column's Python type is taken
+        # as it is (checked for range); anything else goes through the
+        # text a file row would have, so both accept and refuse the same.
+        self._plain = [_PLAIN.get(c.type.name) for c in self.columns]
 
     def decode(self, payload: bytes) -> tuple[int, tuple[Any, ...]]:
         try:
@@ -86,14 +97,20 @@ class MessageDecoder:
             raise Rejected("malformed", "not a JSON object")
         if "ts" not in obj:
             raise Rejected("missing", "no ts")
-        if isinstance(obj["ts"], str):
-            raise Rejected("type", "ts must be an integer, got a string")
-        ts = event_ts(obj["ts"])
+        ts = obj["ts"]
+        if type(ts) is not int or not TS_MIN <= ts <= TS_MAX:
+            if isinstance(ts, str):
+                raise Rejected("type", "ts must be an integer, got a string")
+            ts = event_ts(ts)
         values = []
-        for column in self.columns:
-            if column.name not in obj:
-                raise Rejected("missing", f"no column {column.name}")
-            values.append(self._value(json_text(obj[column.name]), column))
+        for column, plain in zip(self.columns, self._plain, strict=True):
+            try:
+                value = obj[column.name]
+            except KeyError:
+                raise Rejected("missing", f"no column {column.name}") from None
+            if plain is None or not plain(value):
+                value = self._value(json_text(value), column)
+            values.append(value)
         return ts, tuple(values)
 
     def _csv(self, text: str) -> tuple[int, tuple[Any, ...]]:

@@ -65,7 +65,7 @@ from semiactive.wire import dataplane_pb2 as pb
 READY_TIMEOUT_S = 60.0
 DRAIN_TIMEOUT_S = 30.0
 QUIET_POLLS = 5  # 1 s of nothing moving ends a drain past a stopped stage
-RESTART_DELAY_S = 0.5  # a replacement machine takes a moment
+RESTART_DELAY_S = 0.5  # a replacement machine takes a moment (a node; a source or sink restarts at once)
 DEFAULT_DURATION_S = 10.0  # a run whose sources never end by themselves
 PLAIN_PROGRESS_S = 5.0  # progress lines when standard error is not a terminal
 STARTUP_RESTARTS = 3  # a process killed again and again before t0 ends the run
@@ -321,9 +321,10 @@ class Cluster:
         self.events.emit("restarted", target=p.name, role=p.role)
 
     def restart_dead(self) -> None:
-        """The process supervisor's part: restart, after a moment, every dead
-        process that can be (not ingest sources, nor sinks that write files:
-        nothing replicates them; nodes only when re-protection is on). A
+        """The process supervisor's part: restart every dead process that
+        can be, a node after a moment (not ingest sources, nor sinks that
+        write files: nothing replicates them; nodes only when re-protection
+        is on). A
         restartable source or sink killed by a signal is started again as
         itself; one that exits by itself (its database unreachable at
         start-up, a bad input file) is not."""
@@ -343,7 +344,10 @@ class Cluster:
             elif p.role != COORDINATOR and not self.reprotect:
                 continue
             died = self.died_at.setdefault(p.name, now)
-            if now - died >= RESTART_DELAY_S:
+            # A source or sink comes back as itself, on its machine, as a
+            # supervisor restarts a service: no replacement to wait for.
+            delay = 0.0 if p.role in ("source", "sink") else RESTART_DELAY_S
+            if now - died >= delay:
                 del self.died_at[p.name]
                 changed = self.programs_changed()
                 if changed is not None:
