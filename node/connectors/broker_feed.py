@@ -51,6 +51,10 @@ class BrokerReader(Protocol):
         the broker is away), waiting at most ``timeout_s`` for the first."""
         ...
 
+    async def caught_up(self, partitions: set[int]) -> bool:
+        """Whether ``partitions`` were read to the end the broker has now."""
+        ...
+
     def commit(self, positions: dict[int, int]) -> None:
         """Tell the broker, at the next read, that what is before these
         positions is done."""

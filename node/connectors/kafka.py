@@ -64,6 +64,7 @@ class KafkaReader:
         self._pending_commit: dict[int, int] | None = None
         self._probe_at = 0.0
         self._closed = False
+        self._read_to: dict[int, int] = {}  # per partition, the next offset to read (negative: symbolic)
         common: dict[str, Any] = {
             "bootstrap.servers": config.bootstrap,
             "logger": client_log,
@@ -114,6 +115,7 @@ class KafkaReader:
         return {tp.partition: tp.offset if tp.offset >= 0 else symbolic for tp in committed}
 
     async def assign(self, positions: dict[int, int]) -> None:
+        self._read_to = {p: pos for p, pos in positions.items()}
         self._consumer.assign([TopicPartition(self.config.topic, p, pos) for p, pos in positions.items()])
 
     async def read(self, most: int, timeout_s: float) -> list[BrokerMessage]:
@@ -132,7 +134,9 @@ class KafkaReader:
             if error is not None:
                 self._error(error)
                 continue
-            out.append(_message(m))
+            message = _message(m)
+            self._read_to[message.partition] = message.position + 1
+            out.append(message)
         if out:
             self.outage = None
         elif self.outage is not None and time.monotonic() >= self._probe_at:
@@ -154,6 +158,24 @@ class KafkaReader:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
                 log.warning("%s: cannot commit the end of the stream: %s", self.source, reason(exc))
+
+    async def caught_up(self, partitions: set[int]) -> bool:
+        return await asyncio.to_thread(self._caught_up, partitions)
+
+    def _caught_up(self, partitions: set[int]) -> bool:
+        """Whether every one of ``partitions`` was read to its end offset
+        as the broker gives it now. Tansu's is the start of its last batch
+        (a lower bound): the caller also waits for a read that finds nothing."""
+        for p in partitions:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.config.topic, p), timeout=PROBE_INTERVAL_S, cached=False
+                )
+            except KafkaException:
+                return False
+            if high > low and self._read_to.get(p, -1) < high:
+                return False
+        return True
 
     def commit(self, positions: dict[int, int]) -> None:
         """Commit ``positions`` at the next read (from the reading thread)."""

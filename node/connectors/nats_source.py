@@ -172,6 +172,19 @@ class NatsReader:
         self._delay = min(max(self._delay * 2, 0.05), RETRY_MAX_S)
         self._retry_at = time.monotonic() + self._delay
 
+    async def caught_up(self, partitions: set[int]) -> bool:
+        """Whether the consumer has delivered every message of its subject
+        the stream holds now."""
+        if not partitions:
+            return True
+        try:
+            if self._sub is None:
+                return False
+            info = await self._sub.consumer_info()
+        except ERRORS:
+            return False
+        return bool(info.num_pending == 0)
+
     def commit(self, positions: dict[int, int]) -> None:
         self._pending_commit = positions[0]
 

@@ -8,8 +8,10 @@ run goes on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -25,6 +27,7 @@ from tests.faults.harness import (
     events,
     finish,
     protected_chain,
+    run_with_nemesis,
     start_launcher,
     written_t0,
 )
@@ -199,3 +202,52 @@ def test_kafka_to_kafka_with_the_source_sink_and_a_stage_killed_loses_and_repeat
     assert {"node-0", "sink"} <= restarted, result.stderr
     _source_rows_once(run_dir, producer)
     assert assert_exact(config_path, run_dir, result.stderr) > 20  # the topic read back
+
+
+def test_a_kafka_source_killed_during_the_drain_reads_as_far_as_the_one_it_replaces(
+    tmp_path: Path, broker: KafkaBroker
+) -> None:
+    """A backlog produced before the run, the stop after 1.5 s, the source
+    killed while it still reads it, and the broker frozen (SIGSTOP) for
+    1.5 s as soon as the new source serves: the new source, told to stop at
+    once, must read to the end of each partition, not end the stream at
+    its first empty read (which once left the table with rows the
+    reference did not have)."""
+    from confluent_kafka import Producer as KafkaProducer
+
+    config_path = _kafka_chain(tmp_path, broker, "backlog")
+    producer = KafkaProducer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    count = 40_000
+    for i in range(count):
+        producer.produce("backlog", reading(i // 4, i, i % 1000), partition=i % PARTITIONS)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    run_dir = tmp_path / "run"
+    frozen = threading.Event()
+
+    def freeze_when_the_new_source_serves() -> None:
+        log = run_dir / "logs" / "node-0.log"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if log.read_text().count("listening on") >= 2:
+                    broker.process.send_signal(signal.SIGSTOP)
+                    frozen.set()
+                    time.sleep(1.5)
+                    broker.process.send_signal(signal.SIGCONT)
+                    return
+            time.sleep(0.01)
+
+    freezer = threading.Thread(target=freeze_when_the_new_source_serves)
+    freezer.start()
+    try:
+        result, _ = run_with_nemesis(config_path, run_dir, "--kill", "node-0@2.0", duration=1.5)
+    finally:
+        freezer.join()
+        broker.process.send_signal(signal.SIGCONT)
+    assert frozen.is_set(), "the broker was never frozen: the run proves nothing"
+    assert result.returncode == 0, result.stderr
+    ids = [json.loads(line)["id"] for line in (run_dir / "sources" / "node-0.jsonl").read_text().splitlines()]
+    assert sorted(ids) == list(range(count)), (len(ids), len(set(ids)))
+    assert assert_exact(config_path, run_dir, result.stderr) > 3000

@@ -291,8 +291,8 @@ class SourceRole:
 
     async def _broker(self) -> None:
         """Read the broker until a stop; then, in each partition, the
-        messages produced before the stop (those without a producer's time
-        until a read finds nothing more)."""
+        messages produced before the stop, or to its end (a partition
+        whose messages have no producer's time)."""
         reader, feed = self.reader, self.feed
         assert reader is not None and feed is not None
         await reader.assign(feed.positions())
@@ -309,7 +309,12 @@ class SourceRole:
             for message, why in taken.rejected:
                 await self._reject(message, why)
             self._emit(taken.rows, feed.watermark, taken.entered or now)
-            if draining and (not messages or ended >= partitions):
+            # The end of each partition at the stop, not a pause: a source
+            # started again during the drain must read at least as far as
+            # the one it replaces, whose rows its consumers may have.
+            if draining and (
+                ended >= partitions or (not messages and await reader.caught_up(partitions - ended))
+            ):
                 break
         end = feed.end()
         if end.rows:
