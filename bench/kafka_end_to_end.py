@@ -4,6 +4,7 @@ rate carried with zero loss, exactly once, and production-to-commit
 latency at 1,000 rows/s.
 
     python bench/kafka_end_to_end.py [--sink postgres|kafka] [--rates 10000,25000,50000] [--seconds 6]
+    python bench/kafka_end_to_end.py --kills 3 [--sink postgres|kafka]
 
 It starts a Kafka-protocol broker (Tansu, `make kafka`) and, for
 ``--sink postgres`` without ``--dsn``, a PostgreSQL of its own, on free
@@ -13,6 +14,10 @@ every message produced became a row of the source, the run drained, the
 sink's rows are identical, row by row and each seq once, to the reference
 recomputed from the source's log, and the latency p99 stayed under 2 s (a
 source that falls behind builds latency without bound).
+
+``--kills N``: instead, N runs at 1,000 rows/s where the source, then N
+where the sink, is SIGKILLed at 4 s: the output gap at the sink (from the
+kill to the next row written) and whether the output stayed exact.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from postgres_end_to_end import database  # noqa: E402
 
 from semiactive import config, topology  # noqa: E402
 from semiactive.launcher.cluster import run_cluster  # noqa: E402
+from semiactive.launcher.faults import Fault, FaultKind  # noqa: E402
 from semiactive.oracle.verify import check_run  # noqa: E402
 from tests.kafka_broker import KafkaBroker, kafka_broker  # noqa: E402
 
@@ -47,26 +53,28 @@ PRODUCER = ROOT / "examples" / "produce_readings.py"
 CARRIED_P99_MS = 2000.0
 
 
-def chain(rate: int, broker: KafkaBroker, sink: str, dsn: str | None, directory: Path) -> Path:
+def chain(name: str, broker: KafkaBroker, sink: str, dsn: str | None, directory: Path) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
     source = cfg["sources"][0]
     for key in ("rate", "seed", "tuple_bytes"):
         source.pop(key, None)
     source.update(
-        kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": f"in_{rate}", "group": f"g_{rate}"}
+        kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": f"in_{name}", "group": f"g_{name}"}
     )
     for i, stage in enumerate(cfg["stages"], start=1):
         stage["ha"] = {"mode": "sas", "batch_size": 100, "secondary": f"sec-{i}"}
     if sink == "postgres":
-        cfg["sinks"][0].update(kind="postgres", postgres={"dsn": dsn, "table": f"bench_kafka_{rate}"})
+        cfg["sinks"][0].update(kind="postgres", postgres={"dsn": dsn, "table": f"bench_kafka_{name}"})
     else:
-        cfg["sinks"][0].update(kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": f"out_{rate}"})
-    path = directory / f"chain-{rate}.yaml"
+        cfg["sinks"][0].update(kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": f"out_{name}"})
+    path = directory / f"chain-{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
-def produce_from_t0(run_dir: Path, broker: KafkaBroker, rate: int, seconds: float, out: list[str]) -> None:
+def produce_from_t0(
+    run_dir: Path, broker: KafkaBroker, name: str, rate: int, seconds: float, out: list[str]
+) -> None:
     """Start the producer once the run has its t0, for ``seconds``."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -74,28 +82,45 @@ def produce_from_t0(run_dir: Path, broker: KafkaBroker, rate: int, seconds: floa
             if json.loads((run_dir / "cluster.json").read_text()).get("t0_unix"):
                 break
         time.sleep(0.02)
-    command = [sys.executable, str(PRODUCER), "--bootstrap", broker.bootstrap, "--topic", f"in_{rate}"]
+    command = [sys.executable, str(PRODUCER), "--bootstrap", broker.bootstrap, "--topic", f"in_{name}"]
     command += ["--rate", str(rate), "--seconds", str(seconds)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     out.append(done.stdout.strip() or done.stderr.strip())
 
 
 def trial(
-    rate: int, seconds: float, broker: KafkaBroker, sink: str, dsn: str | None, directory: Path
+    rate: int,
+    seconds: float,
+    broker: KafkaBroker,
+    sink: str,
+    dsn: str | None,
+    directory: Path,
+    kill: str | None = None,
+    name: str | None = None,
 ) -> dict[str, object]:
-    broker.create_topic(f"in_{rate}", 2)
-    path = chain(rate, broker, sink, dsn, directory)
-    run_dir = directory / f"run-{rate}"
+    """``kill``: a process to SIGKILL at 4 s; ``name``: the run's, if not the rate."""
+    name = name or str(rate)
+    broker.create_topic(f"in_{name}", 2)
+    path = chain(name, broker, sink, dsn, directory)
+    run_dir = directory / f"run-{name}"
     said: list[str] = []
-    producer = threading.Thread(target=produce_from_t0, args=(run_dir, broker, rate, seconds - 0.5, said))
+    args = (run_dir, broker, name, rate, seconds - 0.5, said)
+    producer = threading.Thread(target=produce_from_t0, args=args)
     producer.start()
-    code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
+    faults = [Fault(kill, 4.0, FaultKind.KILL)] if kill else None
+    code = asyncio.run(
+        run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False, faults=faults)
+    )
     producer.join()
     produced = int(said[0].split()[1]) if said and said[0].startswith("produced") else -1
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     checks = check_run(topology.resolve(config.load(path)), run_dir)
     latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())
+    report = json.loads((run_dir / "telemetry" / "report.json").read_text())
     return {
+        "gap_ms": next(
+            (f["sink_gap_ms"] for f in report["faults"] if f.get("sink_gap_ms") is not None), None
+        ),
         "exit": code,
         "produced": produced,
         "emitted": end["count"],
@@ -122,6 +147,7 @@ def main() -> int:
     parser.add_argument("--rates", default="10000,25000,50000")
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--latency-seconds", type=float, default=8.0)
+    parser.add_argument("--kills", type=int, default=0, help="measure N kills of the source, then the sink")
     args = parser.parse_args()
     print(
         f"machine: {os.cpu_count()} cores; Kafka (Tansu) -> the paper chain (SAS B = 100, 8 processes) "
@@ -133,6 +159,18 @@ def main() -> int:
         maybe_database(args.sink, args.dsn, Path(tmp)) as dsn,
     ):
         directory = Path(tmp)
+        if args.kills:
+            for target in ("node-0", "sink"):
+                who = "source" if target == "node-0" else "sink"
+                for i in range(args.kills):
+                    r = trial(1000, 8.0, broker, args.sink, dsn, directory, kill=target, name=f"{who}_{i}")
+                    gap = "none" if r["gap_ms"] is None else f"{r['gap_ms']:,.0f} ms"
+                    print(
+                        f"{who} killed at 4 s: output gap at the sink {gap}, exit {r['exit']}, source rows "
+                        f"{r['emitted']:,} of {r['produced']:,} produced, identical {r['identical']}",
+                        flush=True,
+                    )
+            return 0
         lat = trial(1000, args.latency_seconds, broker, args.sink, dsn, directory)
         print(
             f"latency at 1,000 rows/s, production to commit: p50 {lat['p50_ms']:.1f} ms, "

@@ -235,13 +235,18 @@ def fault_records(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _emission_end(run_dir: Path) -> float | None:
-    """Wall time at which the last source stopped emitting (t0 + its final
-    watermark, event time being milliseconds since t0)."""
+    """Wall time at which the last source stopped emitting: as it wrote it,
+    or, in a run directory of an older version, t0 + its final watermark
+    (which assumes event time in milliseconds since t0: not so for a broker
+    source's rows, whose ts is the producer's)."""
     ends = []
     for path in (run_dir / "sources").glob("*.end.json"):
         end = _json(path)
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            ends.append(float(end["t0"]) + float(end["watermark"]) / 1000)  # type: ignore[index]
+            if "ended_unix" in end:  # type: ignore[operator]
+                ends.append(float(end["ended_unix"]))  # type: ignore[index]
+            else:
+                ends.append(float(end["t0"]) + float(end["watermark"]) / 1000)  # type: ignore[index]
     return max(ends, default=None)
 
 

@@ -53,6 +53,16 @@ def test_rows_until_the_end_leave_only_the_real_gap(tmp_path: Path) -> None:
     assert round(report.faults[0].sink_gap_ms or 0) == 50
 
 
+def test_the_sources_end_is_when_they_said_they_stopped_not_their_event_time(tmp_path: Path) -> None:
+    """A broker source's ts is the producer's (unix ms): t0 plus it is no
+    moment of the run (the gap of a source kill once read 5.4 s for 1.5)."""
+    times = [i / 100 for i in range(1, 201)] + [3.5 + i / 100 for i in range(150)]
+    run_dir = _run_dir(tmp_path, times, emitted_until_s=5.0)
+    end = {"t0": T0, "watermark": 1_795_900_000_000, "count": 1, "ended_unix": T0 + 5.0}
+    (run_dir / "sources" / "node-0.end.json").write_text(json.dumps(end))
+    assert round(analyse(_topology(), run_dir).faults[0].sink_gap_ms or 0) == 1500
+
+
 def test_an_empty_run_is_never_identical() -> None:
     assert not SinkCheck("sink", expected=0, delivered=0).ok
     assert "proves nothing" in SinkCheck("sink", expected=0, delivered=0).describe()

@@ -260,6 +260,7 @@ class SourceRole:
                 "count": self.emitted,
                 "t0": self.t0,
                 "lag_ms": round(self.lag_ms, 1),
+                "ended_unix": clock.wall(),
             }
             (self._run_dir / "sources").mkdir(parents=True, exist_ok=True)
             write_json(self._run_dir / "sources" / f"{self.name}.end.json", end)
