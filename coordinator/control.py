@@ -345,5 +345,6 @@ class Coordinator:
                 liveness=self.liveness(name, now).value,
                 last_report_s=age,
                 address=record.address,
+                outage=record.status.outage if record.status is not None else "",
             )
         return state

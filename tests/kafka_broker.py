@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,17 +20,7 @@ from typing import Any
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+from tests.loopback import free_port, listening
 
 
 def tansu_binary() -> str:
@@ -82,7 +71,7 @@ def kafka_broker(tmp_dir: Path) -> Iterator[KafkaBroker]:
     """A started broker on a free loopback port; killed at exit (its log
     kept as ``tmp_dir/tansu.log``)."""
     binary = tansu_binary()
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     command = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
     with (tmp_dir / "tansu.log").open("ab") as log:
@@ -94,7 +83,7 @@ def kafka_broker(tmp_dir: Path) -> Iterator[KafkaBroker]:
         )
     try:
         deadline = time.monotonic() + 20
-        while not _listening(port):
+        while not listening(port):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"tansu did not start: {(tmp_dir / 'tansu.log').read_text()[-2000:]}")
             time.sleep(0.02)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,17 +17,7 @@ from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+from tests.loopback import free_port, listening
 
 
 @dataclass
@@ -47,7 +36,7 @@ class NatsServer:
                 command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         deadline = time.monotonic() + timeout
-        while not _listening(self.port):
+        while not listening(self.port):
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"nats-server exited {self.process.returncode}: {self.log.read_text()[-2000:]}"
@@ -71,7 +60,7 @@ def nats_server(tmp_dir: Path) -> Iterator[NatsServer]:
     binary = shutil.which("nats-server") or "/usr/sbin/nats-server"
     if not Path(binary).is_file():
         pytest.skip("nats-server not found: `make nats` installs Debian's nats-server (as root)")
-    port = _free_port()
+    port = free_port()
     server = NatsServer(f"nats://127.0.0.1:{port}", port, tmp_dir / "jetstream", tmp_dir / "nats.log", binary)
     try:
         server.start()

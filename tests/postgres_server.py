@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.loopback import free_port
 
 USER, DATABASE = "semiactive", "results"
 
@@ -43,12 +44,6 @@ def _bin_dir() -> Path:
         if (d / "initdb").is_file() and (d / "pg_ctl").is_file():
             return d
     pytest.skip("initdb/pg_ctl not found: `make postgres` installs Debian's postgresql (as root)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _exists(pid: int) -> bool:
@@ -145,7 +140,7 @@ def postgres_server(tmp_dir: Path) -> Iterator[PostgresServer]:
     bin_dir = _bin_dir()
     as_postgres = os.geteuid() == 0
     data_dir = Path(tempfile.mkdtemp(prefix="semiactive-pg-", dir=None if as_postgres else tmp_dir))
-    port = _free_port()
+    port = free_port()
     server = PostgresServer(
         f"postgresql://{USER}@127.0.0.1:{port}/{DATABASE}", port, data_dir, bin_dir, as_postgres
     )

@@ -58,6 +58,17 @@ def require_client(what: str = "sink") -> None:
         raise UserError(f"a nats {what} needs nats-py: pip install 'semiactive[nats]'")
 
 
+def unreachable(stream: str, url: str, timeout_s: float) -> Callable[[BaseException], Exception]:
+    """The start-up error of a sink or source whose server did not answer."""
+
+    def error(exc: BaseException) -> Exception:
+        return NatsUnavailable(
+            f"cannot reach NATS stream {stream} at {url} after {timeout_s:g} s: {first_line(exc)}"
+        )
+
+    return error
+
+
 def subject_matches(pattern: str, subject: str) -> bool:
     """Whether a stream subject ``pattern`` (``*``: one token, ``>``: the
     rest) takes ``subject``."""
@@ -119,13 +130,7 @@ class NatsSubject:
         """Connect (waiting up to ``connect_timeout_s``), create the stream
         if absent, and return the highest seq it holds for this run."""
         cfg = self.config
-
-        def unavailable(exc: BaseException) -> Exception:
-            return NatsUnavailable(
-                f"cannot reach NATS stream {cfg.stream} at {cfg.url} after "
-                f"{cfg.connect_timeout_s:g} s: {first_line(exc)}"
-            )
-
+        unavailable = unreachable(cfg.stream, cfg.url, cfg.connect_timeout_s)
         await connect_within(self._connect, self._disconnect, ERRORS, cfg.connect_timeout_s, unavailable)
         return self.committed
 

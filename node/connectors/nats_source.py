@@ -29,7 +29,7 @@ from typing import Any
 from semiactive.config import NatsSourceConfig
 from semiactive.errors import UserError
 from semiactive.node.connectors.broker_feed import BrokerMessage
-from semiactive.node.connectors.nats import ERRORS, NatsUnavailable, require_client, subject_matches
+from semiactive.node.connectors.nats import ERRORS, require_client, subject_matches, unreachable
 from semiactive.node.connectors.nats import connect as connect_once
 from semiactive.node.connectors.retrying import RETRY_MAX_S, connect_within, first_line
 
@@ -65,13 +65,7 @@ class NatsReader:
 
     async def open(self) -> dict[int, int]:
         cfg = self.config
-
-        def unavailable(exc: BaseException) -> Exception:
-            return NatsUnavailable(
-                f"cannot reach NATS stream {cfg.stream} at {cfg.url} after "
-                f"{cfg.connect_timeout_s:g} s: {first_line(exc)}"
-            )
-
+        unavailable = unreachable(cfg.stream, cfg.url, cfg.connect_timeout_s)
         await connect_within(self._connect, self._disconnect, ERRORS, cfg.connect_timeout_s, unavailable)
         try:
             info = await self._js.stream_info(cfg.stream)

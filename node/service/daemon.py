@@ -118,6 +118,7 @@ class NodeDaemon:
         self.metrics_port = metrics_port
         self.run_dir = run_dir
         self.resume = resume
+        self.outage = ""  # a durable sink's database or server away: why
         self.start_now = start_now
         self.coordinator = coordinator
         self.capture_in_child = capture_in_child
@@ -218,6 +219,7 @@ class NodeDaemon:
         run = run_name(run_dir, self.topology.config.name)
 
         def outage(error: str | None) -> None:
+            self.outage = error or ""
             self.events.emit("sink_unavailable" if error else "sink_available", sink=self.name, error=error)
 
         try:
@@ -396,6 +398,7 @@ class NodeDaemon:
             finished=self.finished,
             uptime_s=clock.monotonic() - self.started_at,
             state=self.role,
+            outage=self.outage,
         )
         st.views.extend(view_to_pb(v) for v in self.views)
         if self.stage is not None:
@@ -418,6 +421,8 @@ class NodeDaemon:
                 st.state = "warming-up"
         elif self.source is not None:
             out = self.source.log
+            st.outage = self.source.outage or ""
+            st.rejected = sum(self.source.rejected.values())
         if out is not None:
             outbound = self._outbound()
             sent = outbound.rows_sent if outbound is not None else {}

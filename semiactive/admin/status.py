@@ -88,7 +88,8 @@ def describe(state: cdpb.ClusterStatus) -> str:
     lines += ["", f"{'node':<12}{'role':<11}{'stage':<14}{'liveness':<9}last report"]
     for n in state.nodes:
         age = f"{n.last_report_s:.1f} s ago" if n.last_report_s >= 0 else "never"
-        lines.append(f"{n.name:<12}{n.role or '?':<11}{n.stage or '-':<14}{n.liveness:<9}{age}")
+        away = f"  OUTAGE: {n.outage}" if n.outage else ""
+        lines.append(f"{n.name:<12}{n.role or '?':<11}{n.stage or '-':<14}{n.liveness:<9}{age}{away}")
     return "\n".join(lines)
 
 

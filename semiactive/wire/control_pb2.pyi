@@ -62,7 +62,7 @@ class EdgeStatus(_message.Message):
     def __init__(self, edge: _Optional[str] = ..., peer: _Optional[str] = ..., seq: _Optional[int] = ..., acked: _Optional[int] = ..., watermark: _Optional[int] = ..., end_of_stream: _Optional[bool] = ..., retained: _Optional[int] = ..., batch_size: _Optional[int] = ..., backup_batches: _Optional[int] = ..., backup_rows: _Optional[int] = ..., backup_bytes: _Optional[int] = ..., data_rows: _Optional[int] = ..., data_bytes: _Optional[int] = ..., cuts: _Optional[int] = ..., uncut_rows: _Optional[int] = ..., received_rows: _Optional[int] = ..., receive_s: _Optional[float] = ..., connected: _Optional[bool] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state", "views", "resyncs", "operator_rows", "operator_busy_s", "input_backlog", "latency_rows", "latency_sum_s")
+    __slots__ = ("name", "role", "stage", "epoch", "finished", "inputs", "outputs", "tuples_in", "tuples_out", "uptime_s", "state", "views", "resyncs", "operator_rows", "operator_busy_s", "input_backlog", "latency_rows", "latency_sum_s", "outage", "rejected")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,8 @@ class NodeStatus(_message.Message):
     INPUT_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     LATENCY_ROWS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_SUM_S_FIELD_NUMBER: _ClassVar[int]
+    OUTAGE_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     stage: str
@@ -99,7 +101,9 @@ class NodeStatus(_message.Message):
     input_backlog: int
     latency_rows: int
     latency_sum_s: float
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ..., views: _Optional[_Iterable[_Union[StageView, _Mapping]]] = ..., resyncs: _Optional[int] = ..., operator_rows: _Optional[int] = ..., operator_busy_s: _Optional[float] = ..., input_backlog: _Optional[int] = ..., latency_rows: _Optional[int] = ..., latency_sum_s: _Optional[float] = ...) -> None: ...
+    outage: str
+    rejected: int
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., epoch: _Optional[int] = ..., finished: _Optional[bool] = ..., inputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[EdgeStatus, _Mapping]]] = ..., tuples_in: _Optional[int] = ..., tuples_out: _Optional[int] = ..., uptime_s: _Optional[float] = ..., state: _Optional[str] = ..., views: _Optional[_Iterable[_Union[StageView, _Mapping]]] = ..., resyncs: _Optional[int] = ..., operator_rows: _Optional[int] = ..., operator_busy_s: _Optional[float] = ..., input_backlog: _Optional[int] = ..., latency_rows: _Optional[int] = ..., latency_sum_s: _Optional[float] = ..., outage: _Optional[str] = ..., rejected: _Optional[int] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ("n", "sender", "stage")

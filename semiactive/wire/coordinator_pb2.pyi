@@ -102,20 +102,22 @@ class StageState(_message.Message):
     def __init__(self, stage: _Optional[str] = ..., role: _Optional[str] = ..., mode: _Optional[str] = ..., primary: _Optional[str] = ..., secondary: _Optional[str] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., protected: _Optional[bool] = ..., batch_size: _Optional[int] = ..., tuning: _Optional[_Iterable[_Union[EdgeTuning, _Mapping]]] = ...) -> None: ...
 
 class NodeState(_message.Message):
-    __slots__ = ("name", "role", "stage", "liveness", "last_report_s", "address")
+    __slots__ = ("name", "role", "stage", "liveness", "last_report_s", "address", "outage")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STAGE_FIELD_NUMBER: _ClassVar[int]
     LIVENESS_FIELD_NUMBER: _ClassVar[int]
     LAST_REPORT_S_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    OUTAGE_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     stage: str
     liveness: str
     last_report_s: float
     address: str
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., liveness: _Optional[str] = ..., last_report_s: _Optional[float] = ..., address: _Optional[str] = ...) -> None: ...
+    outage: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., stage: _Optional[str] = ..., liveness: _Optional[str] = ..., last_report_s: _Optional[float] = ..., address: _Optional[str] = ..., outage: _Optional[str] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
     __slots__ = ("name", "uptime_s", "stages", "nodes")

@@ -12,6 +12,7 @@ import contextlib
 import json
 import random
 import signal
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -25,14 +26,12 @@ from tests.faults.harness import (
     AGGREGATE,
     assert_exact,
     events,
-    finish,
     protected_chain,
     run_with_nemesis,
-    start_launcher,
     written_t0,
 )
 from tests.kafka_broker import KafkaBroker, kafka_broker, reading
-from tests.processes import semiactive, write_config
+from tests.processes import write_config
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -116,6 +115,20 @@ def _kafka_chain(tmp: Path, broker: KafkaBroker, topic: str, sink_topic: str | N
     return write_config(path, cfg)
 
 
+def _run(
+    config_path: Path, run_dir: Path, broker: KafkaBroker, topic: str, faults: tuple[str, ...]
+) -> tuple[subprocess.CompletedProcess[str], Producer]:
+    """A 5-s run with ``faults`` from the nemesis while a producer fills
+    ``topic`` at 1,000 rows/s from t0 to 4.5 s; it must exit 0."""
+    producer = Producer(broker, topic, run_dir, rate=1000, until=4.5)
+    try:
+        result, _ = run_with_nemesis(config_path, run_dir, *faults, duration=5.0)
+    finally:
+        producer.thread.join()
+    assert result.returncode == 0, result.stderr
+    return result, producer
+
+
 def _source_rows_once(run_dir: Path, producer: Producer) -> None:
     """Each good message produced is one row of the source, once."""
     assert producer.error is None, producer.error
@@ -132,31 +145,18 @@ def test_a_kafka_source_killed_from_outside_loses_and_repeats_nothing(
 ) -> None:
     config_path = _kafka_chain(tmp_path, broker, "readings_killed")
     run_dir = tmp_path / "run"
-    launcher = start_launcher(config_path, run_dir, duration=5.0)
-    producer = Producer(broker, "readings_killed", run_dir, rate=1000, until=4.5)
     first, second, stage = RANDOM.uniform(0.8, 1.6), RANDOM.uniform(2.6, 3.4), RANDOM.uniform(1.8, 2.4)
-    try:
-        wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
-        nemesis = semiactive(
-            "nemesis",
-            str(run_dir),
-            "--kill",
-            f"node-0@{first:.2f}",
-            "--kill",
-            f"node-0@{second:.2f}",
-            "--kill",
-            f"node-2@{stage:.2f}",
-            timeout=120,
-        )
-    finally:
-        result = finish(launcher, run_dir)
-        producer.thread.join()
-    assert producer.error is None, producer.error
-    assert nemesis.returncode == 0, nemesis.stderr + result.stderr
-    assert result.returncode == 0, result.stderr
+    faults = (
+        "--kill",
+        f"node-0@{first:.2f}",
+        "--kill",
+        f"node-0@{second:.2f}",
+        "--kill",
+        f"node-2@{stage:.2f}",
+    )
+    result, producer = _run(config_path, run_dir, broker, "readings_killed", faults)
     restarted = [e for e in events(run_dir) if e["event"] == "restarted" and e.get("target") == "node-0"]
     assert len(restarted) == 2, result.stderr
-
     _source_rows_once(run_dir, producer)
     assert assert_exact(config_path, run_dir, result.stderr) > 20
 
@@ -175,29 +175,9 @@ def test_kafka_to_kafka_with_the_source_sink_and_a_stage_killed_loses_and_repeat
 ) -> None:
     config_path = _kafka_chain(tmp_path, broker, "in_killed", sink_topic="out_killed")
     run_dir = tmp_path / "run"
-    launcher = start_launcher(config_path, run_dir, duration=5.0)
-    producer = Producer(broker, "in_killed", run_dir, rate=1000, until=4.5)
     source, sink, stage = RANDOM.uniform(0.8, 1.6), RANDOM.uniform(2.4, 3.2), RANDOM.uniform(1.6, 2.4)
-    try:
-        wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
-        nemesis = semiactive(
-            "nemesis",
-            str(run_dir),
-            *(
-                "--kill",
-                f"node-0@{source:.2f}",
-                "--kill",
-                f"sink@{sink:.2f}",
-                "--kill",
-                f"node-2@{stage:.2f}",
-            ),
-            timeout=120,
-        )
-    finally:
-        result = finish(launcher, run_dir)
-        producer.thread.join()
-    assert nemesis.returncode == 0, nemesis.stderr + result.stderr
-    assert result.returncode == 0, result.stderr
+    faults = ("--kill", f"node-0@{source:.2f}", "--kill", f"sink@{sink:.2f}", "--kill", f"node-2@{stage:.2f}")
+    result, producer = _run(config_path, run_dir, broker, "in_killed", faults)
     restarted = {e.get("target") for e in events(run_dir) if e["event"] == "restarted"}
     assert {"node-0", "sink"} <= restarted, result.stderr
     _source_rows_once(run_dir, producer)

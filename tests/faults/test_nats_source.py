@@ -27,6 +27,7 @@ from tests.faults.harness import (
     events,
     finish,
     protected_chain,
+    run_with_nemesis,
     start_launcher,
     written_t0,
 )
@@ -192,28 +193,13 @@ def test_nats_to_nats_with_the_source_sink_and_a_stage_killed_loses_and_repeats_
 ) -> None:
     config_path = _chain(tmp_path, server, "killed")
     run_dir = tmp_path / "run"
-    launcher = start_launcher(config_path, run_dir, duration=5.0)
     publisher = Publisher(server, "IN_KILLED", "in_killed", run_dir, until=4.5)
     source, sink, stage = RANDOM.uniform(0.8, 1.6), RANDOM.uniform(2.4, 3.2), RANDOM.uniform(1.6, 2.4)
+    faults = ("--kill", f"node-0@{source:.2f}", "--kill", f"sink@{sink:.2f}", "--kill", f"node-2@{stage:.2f}")
     try:
-        wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
-        nemesis = semiactive(
-            "nemesis",
-            str(run_dir),
-            *(
-                "--kill",
-                f"node-0@{source:.2f}",
-                "--kill",
-                f"sink@{sink:.2f}",
-                "--kill",
-                f"node-2@{stage:.2f}",
-            ),
-            timeout=120,
-        )
+        result, _ = run_with_nemesis(config_path, run_dir, *faults, duration=5.0)
     finally:
-        result = finish(launcher, run_dir)
         publisher.thread.join()
-    assert nemesis.returncode == 0, nemesis.stderr + result.stderr
     assert result.returncode == 0, result.stderr
     restarted = {e.get("target") for e in events(run_dir) if e["event"] == "restarted"}
     assert {"node-0", "sink"} <= restarted, result.stderr
@@ -232,13 +218,18 @@ def test_the_nats_server_killed_under_a_source_and_a_sink_loses_and_repeats_noth
     config_path = _chain(tmp_path, server, "server")
     run_dir = tmp_path / "run"
     down = threading.Event()
+    shown: list[str] = []
 
     def outage() -> None:
         t0 = wait_until(lambda: written_t0(run_dir), timeout=90, what="the run's t0")
         time.sleep(max(0.0, t0 + 1.5 - time.time()))
         server.kill()
         down.set()
-        time.sleep(3.0)
+        time.sleep(1.0)
+        # What an operator sees meanwhile: the nodes whose server is away.
+        state = semiactive("status", "--run-dir", str(run_dir), "--json", timeout=10)
+        shown.extend(n["name"] for n in json.loads(state.stdout)["nodes"] if n["outage"])
+        time.sleep(max(0.0, t0 + 4.5 - time.time()))
         server.start()
 
     killer = threading.Thread(target=outage)
@@ -254,5 +245,6 @@ def test_the_nats_server_killed_under_a_source_and_a_sink_loses_and_repeats_noth
     assert result.returncode == 0, result.stderr
     seen = {e["event"] for e in events(run_dir)}
     assert {"source_unavailable", "source_available", "sink_unavailable", "sink_available"} <= seen, seen
+    assert "node-0" in shown, shown  # `semiactive status` named the source's outage
     _check_source(run_dir, publisher)
     assert assert_exact(config_path, run_dir, result.stderr) > 20

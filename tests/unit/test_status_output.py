@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from semiactive.admin.status import plain, unreachable
+from semiactive.admin.status import describe, plain, unreachable
 from semiactive.wire import coordinator_pb2 as cdpb
 
 
@@ -28,6 +28,16 @@ def test_the_json_has_proto_field_names_and_numbers_for_64_bit_integers() -> Non
     assert (s["epoch"], s["version"], s["secondary"], s["protected"]) == (3, 7, "", False)
     assert s["tuning"][0]["batch_size"] == 100
     assert out["nodes"][0]["last_report_s"] == -1.0
+
+
+def test_a_node_whose_broker_or_database_is_away_says_so() -> None:
+    state = cdpb.ClusterStatus(name="c")
+    state.nodes.add(name="src", role="source", liveness="up", outage="Kafka at h:1 has not answered")
+    state.nodes.add(name="out", role="sink", liveness="up")
+    lines = describe(state).splitlines()
+    assert lines[-2].endswith("OUTAGE: Kafka at h:1 has not answered")
+    assert "OUTAGE" not in lines[-1]
+    assert plain(state)["nodes"][1]["outage"] == ""
 
 
 def _refused() -> grpc.aio.AioRpcError:
