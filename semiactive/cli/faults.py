@@ -32,8 +32,8 @@ def register(sub: Subcommands) -> None:
     chaos.add_argument(
         "--ends",
         action="store_true",
-        help="also kill sources and sinks that are started again as themselves (file and "
-        "generator sources, table and NATS sinks)",
+        help="also kill sources and sinks that are started again as themselves (file, "
+        "generator, Kafka and NATS sources; table, NATS and Kafka sinks)",
     )
     chaos.add_argument(
         "--injector",
