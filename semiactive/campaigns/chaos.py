@@ -139,7 +139,9 @@ def run_chaos(
     done = 0
     for i in range(runs):
         faults = plan(rnd, topo, duration, both_replicas, ends)
-        run_dir = out_dir / f"run-{i:04d}"
+        # The directory's name is the run's name in a table or subject a
+        # durable sink writes: one campaign's must not be another's.
+        run_dir = out_dir / f"{out_dir.name}-{i:04d}"
         reports: list[RunReport] = []
         try:
             code = _one_run(config_path, duration, run_dir, faults, injector, reports)

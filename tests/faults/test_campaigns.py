@@ -29,7 +29,7 @@ def test_chaos_runs_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     # nemesis that did not know the campaign as the launcher injected none).
     injected = re.search(r"runs: 2 \(nemesis\), faults injected: (\d+), failed runs: 0", result.stdout)
     assert injected is not None and int(injected[1]) >= 2, result.stdout
-    for run in ("run-0000", "run-0001"):
+    for run in ("chaos-0000", "chaos-0001"):  # named after the campaign's directory
         history = read_history(out / run)
         assert history and not any("skipped" in r for r in history), history
 
