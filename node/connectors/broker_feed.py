@@ -64,6 +64,12 @@ class BrokerReader(Protocol):
 
     async def dead_letter(self, message: BrokerMessage, reason: str, detail: str) -> None: ...
 
+    async def settle(self) -> bool:
+        """Whether every dead letter sent so far is stored (waiting a
+        moment for it): a checkpoint past a rejected message may be kept
+        only then, or a kill would lose its dead letter."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -106,10 +112,9 @@ class BrokerFeed:
                 taken.rejected.append((m, why))
                 continue
             if not merge.push(m.partition, m.position, ts, (m.produced or now, values)):
-                limit = f"{merge.delay} ms " if merge.delay else ""
-                taken.rejected.append(
-                    (m, Rejected("late", f"ts {ts} is more than {limit}behind its partition"))
-                )
+                highest = merge.highest(m.partition)
+                late = f"ts {ts} is more than {merge.delay} ms before its partition's highest, {highest}"
+                taken.rejected.append((m, Rejected("late", late)))
         self._rows(merge.ready(), taken)
         return taken
 

@@ -99,6 +99,10 @@ class EventTimeMerge:
     def held(self) -> int:
         return len(self._held)
 
+    def highest(self, partition: int) -> int:
+        """The highest ts ``partition`` has had."""
+        return self._seen[partition]
+
     def position(self, partition: int) -> int:
         """The next position to read in ``partition``."""
         return self._next[partition]

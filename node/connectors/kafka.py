@@ -15,7 +15,8 @@ nothing more.
 
 Rejected messages go to the dead-letter topic (``<topic>.dead`` unless
 configured), keyed ``topic:partition:offset``, with headers ``reason``,
-``detail`` and ``source``. A reader started again may send a dead letter a
+``detail`` and ``source``; a checkpoint is kept only once the dead letters
+before it are stored. A reader started again may send a dead letter a
 second time (same key).
 
 The client blocks: its calls run in a worker thread, one at a time
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 client_log = logging.getLogger("semiactive.kafka.client")
 
 PROBE_INTERVAL_S = 1.0  # while the broker is away, how often it is asked again
+SETTLE_WAIT_S = 1.0  # how long a checkpoint waits for its dead letters to be stored
 
 
 class KafkaUnavailable(UserError):
@@ -207,6 +209,11 @@ class KafkaReader:
             except BufferError:  # its queue is full: the broker is slow or away
                 self._producer.poll(0.1)
         self._producer.poll(0)
+
+    async def settle(self) -> bool:
+        if self._producer is None or len(self._producer) == 0:
+            return True
+        return await asyncio.to_thread(self._producer.flush, SETTLE_WAIT_S) == 0
 
     async def close(self) -> None:
         await asyncio.to_thread(self._close)

@@ -218,6 +218,9 @@ class NatsReader:
                 "%s: dead letter of %d not published: %s", self.source, message.position, first_line(exc)
             )
 
+    async def settle(self) -> bool:
+        return True  # each dead letter was published and acknowledged before the next message
+
     async def close(self) -> None:
         with contextlib.suppress(*ERRORS):
             await self._ack()

@@ -191,9 +191,9 @@ class SourceRole:
             await asyncio.sleep(PROGRESS_INTERVAL_S)
             freed = min(self.log.first - 1, self.emitted)
             checkpoint = None
-            if self.feed is not None:
+            if self.feed is not None and self.reader is not None:
                 checkpoint = self.feed.checkpoint_through(freed)
-                if checkpoint is None:
+                if checkpoint is None or not await self.reader.settle():
                     continue
                 freed = checkpoint.seq
             if freed > self.progress.saved:
