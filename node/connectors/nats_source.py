@@ -62,6 +62,7 @@ class NatsReader:
         self._pending_commit: int | None = None
         self._retry_at = 0.0
         self._delay = 0.0
+        self._publishing = 0  # dead letters being published now
 
     async def open(self) -> dict[int, int]:
         cfg = self.config
@@ -209,6 +210,7 @@ class NatsReader:
             "detail": detail[:500],
             "source": self.source,
         }
+        self._publishing += 1
         try:
             if self._js is None:
                 raise ConnectionError("not connected")
@@ -217,9 +219,11 @@ class NatsReader:
             log.warning(
                 "%s: dead letter of %d not published: %s", self.source, message.position, first_line(exc)
             )
+        finally:
+            self._publishing -= 1
 
     async def settle(self) -> bool:
-        return True  # each dead letter was published and acknowledged before the next message
+        return self._publishing == 0  # one being published now may be after the checkpoint
 
     async def close(self) -> None:
         with contextlib.suppress(*ERRORS):
