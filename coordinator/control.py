@@ -345,6 +345,16 @@ class Coordinator:
                 liveness=self.liveness(name, now).value,
                 last_report_s=age,
                 address=record.address,
-                outage=record.status.outage if record.status is not None else "",
+                outage=_one_line(record.status.outage) if record.status is not None else "",
             )
         return state
+
+
+OUTAGE_CHARS = 200
+
+
+def _one_line(text: str) -> str:
+    """A node's own words for an operator's screen: printable, one line,
+    bounded (a report is authenticated, not trusted to be tidy)."""
+    flat = "".join(c if c.isprintable() else " " for c in text)
+    return flat if len(flat) <= OUTAGE_CHARS else flat[: OUTAGE_CHARS - 3] + "..."

@@ -200,3 +200,14 @@ def test_a_fenced_old_primary_hears_of_its_replacement_in_the_reply(tmp_path: Pa
     cluster.round()  # sec-2 reports the newer view
     cluster.round()  # node-2 (resumed) reports the old one and is answered
     assert cluster.processes["node-2"].views["stage-2"].epoch == 1
+
+
+def test_a_reported_outage_reaches_the_status_as_one_bounded_line(tmp_path: Path) -> None:
+    cluster = _started(tmp_path, spares=["spare-1"])
+    garbage = "broker gone\n\x1b[31mred\x00" + "x" * 5000
+    status = cluster.processes["node-0"].status()
+    status.outage = garbage
+    cluster.coordinator.on_report(status, "", cluster.now)
+    shown = {n.name: n.outage for n in cluster.coordinator.cluster_state(cluster.now).nodes}
+    assert shown["node-0"].startswith("broker gone  [31mred ") and len(shown["node-0"]) == 200
+    assert "\n" not in shown["node-0"] and shown["node-1"] == ""
