@@ -324,9 +324,12 @@ def test_a_live_cluster_scraped_by_prometheus(
 
 def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, now: float) -> None:
     """The HA dashboard's cumulative overhead of the A-SAS edge against the
-    producer's telemetry (edges-<node>.jsonl, backup bytes over data bytes),
-    at the same moment: the scrape of the last 30 s closest in time to a
-    telemetry sample (both read the node's status snapshot)."""
+    producer's telemetry (edges-<node>.jsonl, backup bytes over data bytes)
+    around the same moment: the latest scrape of the last 30 s that has a
+    telemetry sample on each side, whose ratios bound what the panel shows
+    (both read the node's status snapshot; early in a run the ratio moves by
+    a few percent between two samples, so a single nearest sample is not a
+    fair reference)."""
     samples = [
         r
         for r in read_jsonl(run_dir / "telemetry" / f"edges-{PRODUCER}.jsonl")
@@ -338,10 +341,15 @@ def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, now:
         "query", query=f'semiactive_edge_sent_bytes_total{{edge="{EDGE}", node="{PRODUCER}"}}[30s]', time=now
     )["result"]
     assert {s["metric"]["channel"] for s in series} == {"data", "backup"}, series
-    scrapes = set.intersection(*({float(t) for t, _ in s["values"]} for s in series))
-    pairs = [(min(samples, key=lambda r: abs(r["t"] - t)), t) for t in scrapes]
-    nearest, scraped_at = min(pairs, key=lambda pair: abs(pair[0]["t"] - pair[1]))
-    assert abs(nearest["t"] - scraped_at) < 0.15, (nearest["t"], scraped_at)
+    scrapes = sorted(set.intersection(*({float(t) for t, _ in s["values"]} for s in series)))
+    bracketed = [
+        (t, before[-1], after[0])
+        for t in scrapes
+        if (before := [r for r in samples if r["t"] <= t]) and (after := [r for r in samples if r["t"] >= t])
+    ]
+    assert bracketed, (scrapes, [r["t"] for r in samples])
+    scraped_at, before, after = bracketed[-1]
+    assert after["t"] - before["t"] < 3.0, (before, after)
 
     panel = next(
         expr
@@ -350,9 +358,10 @@ def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, now:
     )
     result = prometheus.query(substitute(panel, STAGE, ".*", "1m"), scraped_at)
     shown = {r["metric"]["edge"]: float(r["value"][1]) for r in result}[EDGE]
-    telemetry = nearest["backup_bytes"] / nearest["data_bytes"]
-    assert telemetry > 0.05, nearest  # the edge has a backup channel that carries rows
-    assert abs(shown - telemetry) <= 0.02 * telemetry, (shown, telemetry, nearest, scraped_at)
+    ratios = [r["backup_bytes"] / r["data_bytes"] for r in (before, after)]
+    assert min(ratios) > 0.05, (before, after)  # the edge has a backup channel that carries rows
+    low, high = min(ratios) * 0.99, max(ratios) * 1.01
+    assert low <= shown <= high, (shown, ratios, before, after, scraped_at)
 
 
 def test_panel_queries_are_substituted_like_grafana() -> None:
