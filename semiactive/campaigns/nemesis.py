@@ -35,7 +35,7 @@ from typing import Any
 
 from semiactive.errors import UserError
 from semiactive.launcher.faults import Fault, FaultKind, parse_fault_specs
-from semiactive.launcher.supervision import command_line, is_launcher
+from semiactive.launcher.supervision import alive_since, command_line, is_launcher
 from semiactive.runtime.events import EventLog
 
 LAUNCHER = "launcher"
@@ -66,17 +66,32 @@ def pid_of(doc: dict[str, Any], node: str) -> int | None:
     return None
 
 
+def started_of(doc: dict[str, Any], node: str) -> int | None:
+    """When the process ``cluster.json`` names ``node`` started (clock
+    ticks since boot); None if not recorded."""
+    if node == LAUNCHER:
+        return launcher_started(doc)
+    for p in doc.get("processes", []):
+        started = p.get("started") if isinstance(p, dict) and p.get("name") == node else None
+        if isinstance(started, int) and not isinstance(started, bool):
+            return started
+    return None
+
+
 def launcher_started(doc: dict[str, Any]) -> int | None:
     started = doc.get("launcher_started")
     return started if isinstance(started, int) and not isinstance(started, bool) else None
 
 
 def runs(pid: int, node: str, started: int | None = None) -> bool:
-    """Whether ``pid`` is alive and is that node (or the launcher that
-    ``started`` then, see :func:`launcher_started`): a pid recycled by the
-    kernel for another program must not be signalled."""
-    if node == LAUNCHER:
-        return is_launcher(pid, started)
+    """Whether ``pid`` is alive and is that node: the process that
+    ``started`` then (:func:`started_of`), or, where the run did not record
+    it, one whose command line names it. A pid recycled by the kernel for
+    another program must not be signalled. (A node restarted in a warm
+    interpreter has the command line ``semiactive warm``: only its start
+    names it.)"""
+    if node == LAUNCHER or started is not None:
+        return is_launcher(pid, started) if node == LAUNCHER else alive_since(pid, started)
     args = command_line(pid)
     if args is None:
         return False
@@ -166,7 +181,7 @@ class Nemesis:
         ended = isinstance(launcher, int) and not runs(launcher, LAUNCHER, launcher_started(doc))
         if ended and fault.node != LAUNCHER:
             return self._skip(fault, record, "the run has ended (its launcher is gone)")
-        if pid is None or not runs(pid, fault.node, launcher_started(doc)):
+        if pid is None or not runs(pid, fault.node, started_of(doc, fault.node)):
             return self._skip(fault, record, "not running")
         sig = signal.SIGKILL if fault.kind is FaultKind.KILL else signal.SIGSTOP
         # Stamped before the signal: taken after, it could fall behind the

@@ -32,6 +32,14 @@ def register(sub: Subcommands) -> None:
     node.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
     node.set_defaults(func=_node)
 
+    warm = sub.add_parser(
+        "warm",
+        help="wait, imported, to become the next node cluster up restarts (orders: one JSON line on stdin)",
+    )
+    warm.add_argument("--config", required=True, help="its sources' and sinks' clients are imported too")
+    warm.add_argument("--run-dir", type=Path, help="the run it waits for (shown by ps; not used)")
+    warm.set_defaults(func=_warm)
+
     coord = sub.add_parser("coordinator", help="run the coordinator (the control plane) of a cluster")
     coord.add_argument("--config", required=True)
     coord.add_argument("--listen", required=True, metavar="HOST:PORT")
@@ -66,6 +74,24 @@ def _node(args: argparse.Namespace) -> int:
         coordinator=args.coordinator,
         tls_dir=args.tls_dir,
     )
+
+
+def _warm(args: argparse.Namespace) -> int:
+    import sys
+
+    from semiactive.cli import main
+    from semiactive.node.service.warm_start import OrdersError, become, modules_for, preload, read_orders
+
+    preload(modules_for(args.config))
+    try:
+        orders = read_orders(sys.stdin.buffer)
+    except OrdersError as exc:
+        print(f"semiactive warm: bad orders: {exc}", file=sys.stderr)
+        return 2
+    if orders is None:
+        return 0  # the launcher is gone
+    become(orders)
+    return main(orders.argv)
 
 
 def _coordinator(args: argparse.Namespace) -> int:

@@ -50,6 +50,7 @@ from semiactive.launcher.measurements import RunReport, analyse
 from semiactive.launcher.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from semiactive.launcher.ports import PortAllocator, port_in_use
 from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
+from semiactive.launcher.warm_process import WarmProcess
 from semiactive.oracle.verify import check_run
 from semiactive.runtime.events import EventLog
 from semiactive.runtime.network import GRPC_OPTIONS
@@ -164,6 +165,8 @@ class Cluster:
         self.network = network
         self.tls_dir: Path | None = None
         self.security = Security.insecure(ADMIN)
+        # Started with t0 (start()): the next node restarted skips its imports.
+        self.warm: WarmProcess | None = None
 
     def check_files(self) -> None:
         """Read every file source's data once before anything starts
@@ -249,44 +252,64 @@ class Cluster:
     def nodes(self) -> list[Process]:
         return [p for p in self.processes.values() if p.role != COORDINATOR]
 
-    def start_process(self, p: Process, spare: bool = False, resume: bool = False) -> None:
-        out = (self.run_dir / "logs" / f"{p.name}.log").open("ab")
+    def start_process(
+        self, p: Process, spare: bool = False, resume: bool = False, warm: bool = False
+    ) -> bool:
+        """``warm``: hand a node to the waiting interpreter, if any (a
+        restart). Returns whether it was."""
+        log = self.run_dir / "logs" / f"{p.name}.log"
         prefix = self.network.command_prefix(p.name) if self.network is not None else []
-        cmd = [*prefix, sys.executable, "-m", "semiactive"]
         common = ["--config", str(self.config_path), "--endpoints", str(self.run_dir / "endpoints.json")]
         common += ["--run-dir", str(self.run_dir)]
         if self.tls_dir is not None:
             common += ["--tls-dir", str(self.tls_dir)]
         if p.role == COORDINATOR:
-            cmd += ["coordinator", *common, "--listen", p.address, "--metrics-port", str(p.metrics_port)]
+            args = ["coordinator", *common, "--listen", p.address, "--metrics-port", str(p.metrics_port)]
             if p.http_port:
-                cmd += ["--http", str(p.http_port)]
+                args += ["--http", str(p.http_port)]
             if not self.reprotect:
-                cmd.append("--no-reprotect")
+                args.append("--no-reprotect")
         else:
-            cmd += ["node", *common, "--name", p.name, "--coordinator", self.coordinator.address]
+            args = ["node", *common, "--name", p.name, "--coordinator", self.coordinator.address]
         if spare:
-            cmd.append("--spare")
+            args.append("--spare")
         if resume:
-            cmd.append("--resume")
-        # The process stops if this launcher dies (node/service/main.py): no orphans.
-        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
-        env[LAUNCHER_PID_ENV] = str(os.getpid())
-        p.popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            args.append("--resume")
+        popen = None
+        if warm and self.warm is not None and p.role != COORDINATOR and not prefix:
+            popen = self.warm.take(args, log)
+        handed = popen is not None
+        if popen is None:
+            with log.open("ab") as out:
+                # The process stops if this launcher dies (node/service/main.py): no orphans.
+                popen = subprocess.Popen(
+                    [*prefix, sys.executable, "-m", "semiactive", *args],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.process_env(),
+                    start_new_session=True,
+                )
+        p.popen = popen
         p.launched_as, p.launched_at = ("spare" if spare else p.role), time.monotonic()
         p.serving_role, p.serving_stage = "", None
-        out.close()
         if p.name not in self.channels:
             self.channels[p.name] = self.security.channel(p.address, p.name, GRPC_OPTIONS)
+        return handed
+
+    def process_env(self) -> dict[str, str]:
+        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
+        return env
 
     def restart_as_spare(self, p: Process) -> None:
         """A replacement machine: the dead node's name and ports, no state
         (the coordinator restarts as itself and rebuilds from the reports)."""
         p.expected_exit = False
         p.restarts += 1
-        self.start_process(p, spare=p.role != COORDINATOR)
+        warm = self.start_process(p, spare=p.role != COORDINATOR, warm=True)
         self.write_cluster_json()
-        self.events.emit("restarted", target=p.name, role="spare" if p.role != COORDINATOR else COORDINATOR)
+        role = "spare" if p.role != COORDINATOR else COORDINATOR
+        self.events.emit("restarted", target=p.name, role=role, warm=warm)
 
     def restartable(self, p: Process) -> bool:
         """A source that generates the same rows in every incarnation, or a
@@ -310,15 +333,15 @@ class Cluster:
                     await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
                 return
             except grpc.aio.AioRpcError:
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.02)  # a warm interpreter serves within about 0.1 s
 
     def restart_in_role(self, p: Process) -> None:
         """Start ``p`` again as what it was configured as."""
         p.expected_exit = False
         p.restarts += 1
-        self.start_process(p, resume=p.role in ("source", "sink"))
+        warm = self.start_process(p, resume=p.role in ("source", "sink"), warm=True)
         self.write_cluster_json()
-        self.events.emit("restarted", target=p.name, role=p.role)
+        self.events.emit("restarted", target=p.name, role=p.role, warm=warm)
 
     def restart_dead(self) -> None:
         """The process supervisor's part: restart every dead process that
@@ -329,6 +352,8 @@ class Cluster:
         itself; one that exits by itself (its database unreachable at
         start-up, a bad input file) is not."""
         now = time.monotonic()
+        if self.warm is not None:
+            self.warm.keep_ready()
         for p in self.processes.values():
             if p.alive or p.popen is None or p.abandoned:
                 continue
@@ -398,6 +423,9 @@ class Cluster:
                     "started_as": p.role,
                     "host": p.host,
                     "pid": p.popen.pid if p.popen else None,
+                    # With the pid, names the process (a warm interpreter's
+                    # command line does not name its node).
+                    "started": start_ticks(p.popen.pid) if p.popen else None,
                     "restarts": p.restarts,
                     "ports": {
                         "grpc": p.port,
@@ -523,6 +551,9 @@ class Cluster:
         meanwhile is a fault of the run like any other."""
         self.t0 = time.time() + 0.2
         self.write_cluster_json()
+        if self.network is None:
+            self.warm = WarmProcess(str(self.config_path), self.run_dir, self.process_env())
+            self.warm.keep_ready()
 
         async def start(p: Process) -> None:
             for attempt in range(START_ATTEMPTS):
@@ -605,6 +636,8 @@ class Cluster:
             await channel.close(None)
 
     def kill_all(self) -> None:
+        if self.warm is not None:
+            self.warm.close()
         for p in self.processes.values():
             if p.popen is None:
                 continue

@@ -103,9 +103,15 @@ def is_launcher(pid: int, started: int | None) -> bool:
     in-process, so its command is not ``cluster up``), or, for a run that
     did not record it, one whose command is ``cluster up``."""
     if started is not None:
-        return process_state(pid) not in (None, "Z") and start_ticks(pid) == started
+        return alive_since(pid, started)
     args = command_line(pid)
     return args is not None and "cluster" in args and "up" in args
+
+
+def alive_since(pid: int, started: int | None) -> bool:
+    """Whether ``pid`` is alive (not a zombie) and is the process that
+    started at ``started`` (:func:`start_ticks`)."""
+    return started is not None and process_state(pid) not in (None, "Z") and start_ticks(pid) == started
 
 
 def _stat_fields(pid: int) -> list[bytes]:

@@ -199,6 +199,31 @@ def test_the_nemesis_signals_only_a_pid_that_runs_that_node(
     assert read_history(tmp_path)[0]["skipped"] == "not running"
 
 
+def test_a_node_recorded_with_its_start_is_known_by_it_not_by_its_command_line(tmp_path: Path) -> None:
+    """A node restarted in a warm interpreter runs ``semiactive warm ...``:
+    cluster.json's ``started`` names it; a pid started at another time (a
+    recycled one) is not it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        started = start_ticks(proc.pid)
+        assert started is not None
+        assert runs(proc.pid, "node-9", started) and not runs(proc.pid, "node-9")
+        assert not runs(proc.pid, "node-9", started + 1)
+        doc = {"t0_unix": time.time(), "launcher_pid": None, "processes": []}
+        doc["processes"] = [{"name": "node-9", "pid": proc.pid, "started": started + 1}]
+        (tmp_path / "cluster.json").write_text(json.dumps(doc))
+        assert Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).run() == 1
+        assert proc.poll() is None
+        doc["processes"] = [{"name": "node-9", "pid": proc.pid, "started": started}]
+        (tmp_path / "cluster.json").write_text(json.dumps(doc))
+        assert Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).run() == 0
+        assert proc.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_nemesis_refuses_a_target_the_run_does_not_have(tmp_path: Path) -> None:
     _cluster_json(tmp_path, os.getpid())
     with pytest.raises(UserError, match=r"no process 'node9' in this run \(did you mean node-9\?\)"):
