@@ -4,7 +4,7 @@ rate carried with zero loss, exactly once, and production-to-commit
 latency at 1,000 rows/s.
 
     python bench/kafka_end_to_end.py [--sink postgres|kafka] [--rates 10000,25000,50000] [--seconds 6]
-    python bench/kafka_end_to_end.py --kills 3 [--sink postgres|kafka]
+    python bench/kafka_end_to_end.py --kills 3 [--sink postgres|kafka] [--standby]
 
 It starts a Kafka-protocol broker (Tansu, `make kafka`) and, for
 ``--sink postgres`` without ``--dsn``, a PostgreSQL of its own, on free
@@ -18,6 +18,9 @@ source that falls behind builds latency without bound).
 ``--kills N``: instead, N runs at 1,000 rows/s where the source, then N
 where the sink, is SIGKILLed at 4 s: the output gap at the sink (from the
 kill to the next row written) and whether the output stayed exact.
+``--standby``: the source and the sink each have a standby process
+(``ha: {secondary: ...}``) that takes over instead of a restart; the
+detection and recovery times are printed too.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ PRODUCER = ROOT / "examples" / "produce_readings.py"
 CARRIED_P99_MS = 2000.0
 
 
-def chain(name: str, broker: KafkaBroker, sink: str, dsn: str | None, directory: Path) -> Path:
+def chain(
+    name: str, broker: KafkaBroker, sink: str, dsn: str | None, directory: Path, standby: bool = False
+) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
     source = cfg["sources"][0]
     for key in ("rate", "seed", "tuple_bytes"):
@@ -67,6 +72,9 @@ def chain(name: str, broker: KafkaBroker, sink: str, dsn: str | None, directory:
         cfg["sinks"][0].update(kind="postgres", postgres={"dsn": dsn, "table": f"bench_kafka_{name}"})
     else:
         cfg["sinks"][0].update(kind="kafka", kafka={"bootstrap": broker.bootstrap, "topic": f"out_{name}"})
+    if standby:
+        source["ha"] = {"secondary": "node-0b"}
+        cfg["sinks"][0]["ha"] = {"secondary": "sink-b"}
     path = directory / f"chain-{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
@@ -97,11 +105,12 @@ def trial(
     directory: Path,
     kill: str | None = None,
     name: str | None = None,
+    standby: bool = False,
 ) -> dict[str, object]:
     """``kill``: a process to SIGKILL at 4 s; ``name``: the run's, if not the rate."""
     name = name or str(rate)
     broker.create_topic(f"in_{name}", 2)
-    path = chain(name, broker, sink, dsn, directory)
+    path = chain(name, broker, sink, dsn, directory, standby)
     run_dir = directory / f"run-{name}"
     said: list[str] = []
     args = (run_dir, broker, name, rate, seconds - 0.5, said)
@@ -117,10 +126,11 @@ def trial(
     checks = check_run(topology.resolve(config.load(path)), run_dir)
     latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())
     report = json.loads((run_dir / "telemetry" / "report.json").read_text())
+    fault = report["faults"][0] if report["faults"] else {}
     return {
-        "gap_ms": next(
-            (f["sink_gap_ms"] for f in report["faults"] if f.get("sink_gap_ms") is not None), None
-        ),
+        "gap_ms": output_gap_ms(run_dir, fault),
+        "detection_ms": fault.get("detection_ms"),
+        "recovery_ms": fault.get("recovery_ms"),
         "exit": code,
         "produced": produced,
         "emitted": end["count"],
@@ -129,6 +139,22 @@ def trial(
         "p50_ms": latency.get("p50_ms") or 0.0,
         "p99_ms": latency.get("p99_ms") or 0.0,
     }
+
+
+def output_gap_ms(run_dir: Path, fault: dict[str, object]) -> float | None:
+    """From the last row written before the kill to the first one after
+    (the report's own gap also counts the silence at the end of a run,
+    once the producer has stopped)."""
+    if not fault:
+        return None
+    t0 = float(json.loads((run_dir / "cluster.json").read_text())["t0_unix"])
+    killed = t0 + float(str(fault["at"]))
+    arrivals = [float(line.split()[0]) for line in (run_dir / "telemetry" / "sink.arrivals").open()]
+    before = [t for t in arrivals if t < killed]
+    after = [t for t in arrivals if t >= killed]
+    if not before or not after:
+        return None
+    return (after[0] - before[-1]) * 1000
 
 
 @contextlib.contextmanager
@@ -148,6 +174,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--latency-seconds", type=float, default=8.0)
     parser.add_argument("--kills", type=int, default=0, help="measure N kills of the source, then the sink")
+    parser.add_argument("--standby", action="store_true", help="the source and the sink have a standby")
     args = parser.parse_args()
     print(
         f"machine: {os.cpu_count()} cores; Kafka (Tansu) -> the paper chain (SAS B = 100, 8 processes) "
@@ -163,10 +190,16 @@ def main() -> int:
             for target in ("node-0", "sink"):
                 who = "source" if target == "node-0" else "sink"
                 for i in range(args.kills):
-                    r = trial(1000, 8.0, broker, args.sink, dsn, directory, kill=target, name=f"{who}_{i}")
+                    r = trial(
+                        1000, 8.0, broker, args.sink, dsn, directory, target, f"{who}_{i}", args.standby
+                    )
                     gap = "none" if r["gap_ms"] is None else f"{r['gap_ms']:,.0f} ms"
+                    taken = ""
+                    if r["detection_ms"] is not None:
+                        taken = f"detected {r['detection_ms']:.0f} ms, recovered {r['recovery_ms']} ms, "
                     print(
-                        f"{who} killed at 4 s: output gap at the sink {gap}, exit {r['exit']}, source rows "
+                        f"{who} killed at 4 s: {taken}output gap at the sink {gap}, exit {r['exit']}, "
+                        f"source rows "
                         f"{r['emitted']:,} of {r['produced']:,} produced, identical {r['identical']}",
                         flush=True,
                     )

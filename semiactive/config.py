@@ -124,6 +124,14 @@ class NatsSourceConfig(_Model):
         return self.dead_subject or f"{self.durable}.dead"
 
 
+class StandbyConfig(_Model):
+    """A source's or sink's standby process: it waits, started and
+    connected, and serves the moment the serving one dies
+    (node/service/roles/serving_lock.py)."""
+
+    secondary: Annotated[str, Field(pattern=NAME)]
+
+
 class SourceConfig(_Model):
     """A process that produces one stream.
 
@@ -152,6 +160,7 @@ class SourceConfig(_Model):
     path: str | None = None
     speed: Annotated[float, Field(gt=0)] = 1.0
     speed_steps: list[SpeedStep] = Field(default_factory=list)
+    ha: StandbyConfig | None = None
 
     @field_validator("schema_")
     @classmethod
@@ -207,6 +216,13 @@ class SourceConfig(_Model):
             for field in ("format", "max_delay_ms"):
                 if field in self.model_fields_set:
                     raise ValueError(f"{field}: only a broker source (kind: kafka or nats) has it")
+        if self.ha is not None and not self.restartable:
+            raise ValueError(
+                f"a source of kind {self.kind} cannot have a standby: "
+                "its rows come from outside and die with it"
+            )
+        if self.ha is not None and self.ha.secondary == self.name:
+            raise ValueError("ha.secondary names the source itself: name another process")
         return self
 
     @property
@@ -452,6 +468,7 @@ class SinkConfig(_Model):
     # Also write one file per value of this text column (an MQO stage's
     # ``query``): sink/<name>/<value>.jsonl.
     split_by: Annotated[str | None, Field(pattern=IDENT)] = None
+    ha: StandbyConfig | None = None
 
     @model_validator(mode="after")
     def _target(self) -> SinkConfig:
@@ -469,6 +486,13 @@ class SinkConfig(_Model):
             raise ValueError(f"kafka: given for a sink of kind {self.kind} (write kind: kafka)")
         if self.kind != "file" and self.split_by is not None:
             raise ValueError("split_by writes files: only a file sink has it")
+        if self.ha is not None and not self.durable:
+            raise ValueError(
+                "a file sink cannot have a standby: what it wrote dies with its process "
+                "(kind postgres, nats or kafka can)"
+            )
+        if self.ha is not None and self.ha.secondary == self.name:
+            raise ValueError("ha.secondary names the sink itself: name another process")
         return self
 
     @property

@@ -265,9 +265,12 @@ class _Resolver:
             if src.kind == "file" and src.path and not Path(src.path).is_absolute():
                 # Like query_file: relative to the configuration file.
                 src = src.model_copy(update={"path": str(self.loaded.path.parent / src.path)})
-            stage = Stage(src.name, "source", src.name, output=src.stream, schema=schema, source=src)
+            standby = src.ha.secondary if src.ha is not None else None
+            stage = Stage(src.name, "source", src.name, standby, output=src.stream, schema=schema, source=src)
             self.add_stage(stage, "sources", i, "name")
             self.add_node(src.name, NodeRole.SOURCE, src.name, "sources", i, "name")
+            if standby is not None:
+                self.add_node(standby, NodeRole.SOURCE, src.name, "sources", i, "ha", "secondary")
             self.add_stream(src.stream, src.name, schema, plan.Kind.STREAM, "sources", i, "stream")
         parsed = self._parse_stages()
         self._compile_stages(parsed)
@@ -292,8 +295,11 @@ class _Resolver:
                         i,
                         "split_by",
                     )
-            self.add_stage(Stage(sink.name, "sink", sink.name, sink=sink), "sinks", i, "name")
+            standby = sink.ha.secondary if sink.ha is not None else None
+            self.add_stage(Stage(sink.name, "sink", sink.name, standby, sink=sink), "sinks", i, "name")
             self.add_node(sink.name, NodeRole.SINK, sink.name, "sinks", i, "name")
+            if standby is not None:
+                self.add_node(standby, NodeRole.SINK, sink.name, "sinks", i, "ha", "secondary")
         for i, spare in enumerate(cfg.spares):
             self.add_node(spare, NodeRole.SPARE, None, "spares", i)
         edges = self._edges()

@@ -29,6 +29,7 @@ from semiactive.errors import UserError
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
 from semiactive.ha.replica import Mode
 from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
+from semiactive.ha.views import StageView
 from semiactive.node.connectors.event_time_merge import MergeCheckpoint
 from semiactive.node.connectors.postgres import PostgresTable, run_name
 from semiactive.node.connectors.sources import SourceDataError
@@ -42,7 +43,9 @@ from semiactive.node.service.roles.inbound import InboundEdgeSession, Receiver
 from semiactive.node.service.roles.replica import ReplicaRole
 from semiactive.node.service.roles.sink import DurableOutput, SinkRole
 from semiactive.node.service.roles.source import SourceRole
+from semiactive.node.service.roles.serving_lock import ServingLock
 from semiactive.node.service.roles.source_progress import SourceProgress
+from semiactive.node.service.roles.standby import StandbyRole
 from semiactive.node.service.transport import DataPlaneServer, Rejected
 from semiactive.runtime import authorization, clock, telemetry
 from semiactive.runtime.atomic_file import write_json
@@ -63,6 +66,7 @@ log = logging.getLogger(__name__)
 DRAIN_LIMIT_S = 10.0
 REPORT_INTERVAL_S = 0.1  # to the coordinator
 MAX_BATCH_SIZE = 2**31 - 1
+RECOVERY_WAIT_S = 10.0  # a standby that took over: until its peers are connected
 
 
 class StartupError(RuntimeError):
@@ -141,74 +145,97 @@ class NodeDaemon:
         self.events.observers.append(self.metrics.observe_event)
         self.sessions: dict[str, InboundEdgeSession] = {}
         # What this node serves; its class is its role (None: a spare).
-        self.serving: SourceRole | SinkRole | ReplicaRole | None = None
+        self.serving: SourceRole | SinkRole | ReplicaRole | StandbyRole | None = None
         self.link: CoordinatorLink | None = None
-        if role is NodeRole.SOURCE:
-            assert stage is not None and stage.source is not None and stage.schema is not None
-            progress = None
-            if run_dir is not None and stage.source.restartable:
-                progress = SourceProgress(run_dir, name)
-            freed = progress.load() if progress is not None and resume else None
-            checkpoint = None
-            if freed and stage.source.kind in ("kafka", "nats"):
-                assert progress is not None
-                try:
-                    checkpoint = MergeCheckpoint.from_json(progress.checkpoint)
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    raise StartupError(
-                        f"source {name}: {progress.path} has no readable checkpoint: remove it to read "
-                        "the topic again from the group's committed offsets (the rows will be numbered anew)"
-                    ) from None
-                freed = checkpoint.seq
-            out = OutputLog(topology.config.queue_rows, first_seq=(freed or 0) + 1)
-            for edge_id, size in consumer_batch_sizes(topology, stage).items():
-                out.add_edge(edge_id, size)
-            outbound = Outbound(
-                name,
-                stage,
-                topology,
-                self.addresses,
-                out,
-                self.views,
-                self.metrics,
-                epoch=lambda: 0,
-                on_refused=lambda sender, details: None,
-                network=self.network,
-                events=self.events,
-            )
-            metrics = self.metrics
-            self.serving = SourceRole(
-                name,
-                stage.source,
-                stage.schema,
-                out,
-                outbound,
-                run_dir,
-                progress,
-                checkpoint,
-                on_rejected=lambda reason: metrics.source_rejected.labels(name, reason).inc(),
-                on_outage=lambda error: self.events.emit(
-                    "source_unavailable" if error else "source_available", source=name, error=error
-                ),
-            )
+        self._group: asyncio.TaskGroup | None = None  # the node's loops (serve())
+        if role in (NodeRole.SOURCE, NodeRole.SINK) and stage is not None and stage.secondary is not None:
+            if run_dir is None:
+                raise StartupError(
+                    f"{stage.role} {stage.name} has a standby (ha: secondary): its two processes share "
+                    "a run directory (the serving lock, the progress): give --run-dir"
+                )
+            self.serving = StandbyRole(name, stage, ServingLock(run_dir, stage.name), resume)
+        elif role is NodeRole.SOURCE:
+            assert stage is not None
+            self._become_source(stage, resume)
         elif role in (NodeRole.PRIMARY, NodeRole.SECONDARY):
             assert stage is not None
             self._become_replica(stage, Mode.PRIMARY if role is NodeRole.PRIMARY else Mode.SECONDARY)
         elif role is NodeRole.SINK:
             assert stage is not None
-            assert stage.sink is not None
-            sink = SinkRole(
-                name,
-                InputSection(
-                    [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
-                ),
-                self.metrics,
-                run_dir,
-                stage.sink.split_by,
-                self._sink_output(stage, run_dir),
-            )
-            self.serving = sink
-            self._open_inputs(stage, sink)
+            self._become_sink(stage)
+
+    def _become_source(self, stage: Stage, resume: bool) -> SourceRole:
+        """Serve ``stage``'s source; ``resume``: from the progress its last
+        incarnation left. Its files are named after the stage (which both
+        members of a protected source share), its messages after the node."""
+        assert stage.source is not None and stage.schema is not None
+        run_dir, name = self.run_dir, stage.name
+        progress = None
+        if run_dir is not None and stage.source.restartable:
+            progress = SourceProgress(run_dir, name)
+        freed = progress.load() if progress is not None and resume else None
+        checkpoint = None
+        if freed and stage.source.kind in ("kafka", "nats"):
+            assert progress is not None
+            try:
+                checkpoint = MergeCheckpoint.from_json(progress.checkpoint)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise StartupError(
+                    f"source {name}: {progress.path} has no readable checkpoint: remove it to read "
+                    "the topic again from the group's committed offsets (the rows will be numbered anew)"
+                ) from None
+            freed = checkpoint.seq
+        out = OutputLog(self.topology.config.queue_rows, first_seq=(freed or 0) + 1)
+        for edge_id, size in consumer_batch_sizes(self.topology, stage).items():
+            out.add_edge(edge_id, size)
+        views = self.views
+        outbound = Outbound(
+            self.name,
+            stage,
+            self.topology,
+            self.addresses,
+            out,
+            views,
+            self.metrics,
+            # Changes only when a protected source's standby takes over.
+            epoch=lambda: views[name].epoch,
+            on_refused=lambda sender, details: None,
+            network=self.network,
+            events=self.events,
+        )
+        metrics = self.metrics
+        source = SourceRole(
+            name,
+            stage.source,
+            stage.schema,
+            out,
+            outbound,
+            run_dir,
+            progress,
+            checkpoint,
+            on_rejected=lambda reason: metrics.source_rejected.labels(name, reason).inc(),
+            on_outage=lambda error: self.events.emit(
+                "source_unavailable" if error else "source_available", source=name, error=error
+            ),
+        )
+        self.serving = source
+        return source
+
+    def _become_sink(self, stage: Stage) -> SinkRole:
+        """Serve ``stage``'s sink (named after the stage, as its files are)."""
+        assert stage.sink is not None
+        sink = SinkRole(
+            stage.name,
+            InputSection([EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]),
+            self.metrics,
+            self.run_dir,
+            stage.sink.split_by,
+            self._sink_output(stage, self.run_dir),
+        )
+        self.serving = sink
+        self._open_inputs(stage, sink)
+        return sink
 
     def _sink_output(self, stage: Stage, run_dir: Path | None) -> DurableOutput | None:
         """Where a durable sink writes; None for a file sink."""
@@ -237,6 +264,82 @@ class NodeDaemon:
         except UserError as exc:
             raise StartupError(str(exc)) from None
 
+    async def _serve_when_holding(self, standby: StandbyRole) -> None:
+        """A protected source's or sink's member: wait for the serving lock,
+        then serve (at the next epoch, announced, after a dead holder)."""
+        stage = standby.stage
+        await standby.until_primary_served(self._status_of)
+        view = await standby.take(self.views)
+        detected_at = clock.wall()
+        if view is not None:
+            self.views.apply(view)
+            self.events.emit(
+                "failure_detected",
+                stage=stage.name,
+                primary=standby.other,
+                # At most this long between the holder's death and the take.
+                silent_ms=round(standby.unnoticed_s * 1000, 1),
+                by="serving_lock",
+            )
+        resume = self.resume or view is not None
+        role: SourceRole | SinkRole
+        try:
+            if stage.role == "source":
+                role = self._become_source(stage, resume)
+                await role.open()
+            else:
+                role = self._become_sink(stage)
+                await role.open(fresh=not resume)
+        except UserError as exc:
+            raise StartupError(f"{stage.role} {stage.name}: {exc}") from None
+        if view is not None:
+            self.events.emit("takeover", stage=stage.name, epoch=view.epoch, reason="standby")
+            await self._broadcast(view)
+        log.info("%s serves %s %s (epoch %d)", self.name, stage.role, stage.name, self.views[stage.name].epoch)
+        assert self._group is not None
+        for name, loop in self._role_loops():
+            self._group.create_task(loop, name=name)
+        if isinstance(role, SourceRole):
+            if standby.t0 is not None:
+                role.start(standby.t0)
+            if standby.stopped:
+                role.stop()
+        if view is not None:
+            self._group.create_task(self._report_recovery(stage, detected_at), name="recovery")
+
+    async def _status_of(self, node: str) -> cpb.NodeStatus | None:
+        try:
+            status: cpb.NodeStatus = await self.peers.control(node).Status(pb.Empty(), timeout=0.5)
+        except grpc.aio.AioRpcError:
+            return None
+        return status
+
+    async def _broadcast(self, view: StageView) -> None:
+        message = view_to_pb(view)
+
+        async def tell(node: str) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.peers.control(node).UpdateView(message, timeout=1.0)
+
+        await asyncio.gather(*(tell(n) for n in self.addresses if n != self.name))
+
+    async def _report_recovery(self, stage: Stage, detected_at: float) -> None:
+        """A standby that took over has recovered once its peers are
+        connected: a source's consumers have told it where they are, a
+        sink's producer streams to it."""
+        deadline = clock.monotonic() + RECOVERY_WAIT_S
+        while clock.monotonic() < deadline:
+            if self.source is not None:
+                done = len(self.source.outbound.consumer_positions()) >= len(stage.outputs)
+            else:
+                done = all(session.streams for session in self.sessions.values())
+            if done:
+                self.events.emit(
+                    "recovered", stage=stage.name, recovery_ms=round((clock.wall() - detected_at) * 1000, 1)
+                )
+                return
+            await asyncio.sleep(0.002)
+
     # -- roles -------------------------------------------------------------------------------
 
     @property
@@ -248,6 +351,8 @@ class NodeDaemon:
                 return NodeRole.SOURCE.value
             case SinkRole():
                 return NodeRole.SINK.value
+            case StandbyRole():
+                return "standby"
             case ReplicaRole(mode=mode):
                 return mode.value
             case None:
@@ -257,6 +362,8 @@ class NodeDaemon:
     def sends_nothing(self) -> bool:
         """A spare or a secondary: no consumer waits for it, so it may exit
         without draining."""
+        if isinstance(self.serving, StandbyRole):
+            return True
         return self.serving is None or (self.replica is not None and self.replica.mode is Mode.SECONDARY)
 
     @property
@@ -379,12 +486,14 @@ class NodeDaemon:
         while True:
             await asyncio.sleep(interval)
             point = point_to_pb(self.sink.level1())
+            # Changes only when a protected sink's standby takes over.
+            epoch = self.views[self.stage.name].epoch
             for edge in self.stage.inputs:
                 seq = self.sink.inputs.by_name[edge.id].last_seq
-                self.sessions[edge.id].ack(seq, point, 0)
+                self.sessions[edge.id].ack(seq, point, epoch)
                 secondary = producer_secondary(self.views, edge)
                 if secondary is not None:
-                    notice = pb.AckNotice(edge=edge.id, sender=self.name, epoch=0, seq=seq, point=point)
+                    notice = pb.AckNotice(edge=edge.id, sender=self.name, epoch=epoch, seq=seq, point=point)
                     with contextlib.suppress(grpc.aio.AioRpcError):
                         await self.peers.data(secondary).Ack(notice, timeout=1.0)
 
@@ -489,10 +598,14 @@ class NodeDaemon:
     def start(self, t0: float) -> None:
         if self.source is not None:
             self.source.start(t0)
+        if isinstance(self.serving, StandbyRole):
+            self.serving.t0 = t0
 
     def stop(self, exit_: bool, now: bool) -> None:
         if self.source is not None:
             self.source.stop()
+        if isinstance(self.serving, StandbyRole):
+            self.serving.stopped = True
         if now:
             self.exit.set()
         elif exit_:
@@ -545,10 +658,12 @@ class NodeDaemon:
                 self.network,
             )
         code = 0
+        startup_error: BaseException | None = None
         try:
             # Structured: the node's loops live in one task group; one that
             # fails ends the node (exit 1), and leaving ends them all.
             async with asyncio.TaskGroup() as group:
+                self._group = group
                 loops = [group.create_task(loop, name=name) for name, loop in self._loops()]
                 if self.replica is not None:
                     self.replica.start()
@@ -557,6 +672,10 @@ class NodeDaemon:
                 code = await self._until_exit()
                 for task in loops:
                     task.cancel()
+        except* StartupError as failed:
+            # A standby's source or sink that cannot open when it takes the
+            # lock: the same one-line error and status as at start-up.
+            startup_error = failed.exceptions[0]
         except* Exception as failed:
             for error in failed.exceptions:
                 log.error("%s: %s", self.name, error)
@@ -576,6 +695,8 @@ class NodeDaemon:
             await self.peers.close()
             self.metrics.close()
             await server.stop(0.5)
+        if startup_error is not None:
+            raise startup_error
         if self.source is not None and self.source.error:
             code = 1
         return code
@@ -583,13 +704,21 @@ class NodeDaemon:
     def _loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
         """What runs for as long as the node does, by role."""
         loops: list[tuple[str, Coroutine[Any, Any, None]]] = [("watch", self._watch())]
+        loops += self._role_loops()
+        if isinstance(self.serving, StandbyRole):
+            loops.append(("standby", self._serve_when_holding(self.serving)))
+        if self.link is not None:
+            loops.append(("coordinator", self.link.run()))
+        return loops
+
+    def _role_loops(self) -> list[tuple[str, Coroutine[Any, Any, None]]]:
+        """A source's or a sink's own loops (a standby's once it serves)."""
+        loops: list[tuple[str, Coroutine[Any, Any, None]]] = []
         if self.source is not None:
             self.source.outbound.reconcile(starting=True)
             loops.append(("source", self.source.run()))
         if self.sink is not None:
             loops.append(("acks", self._sink_acks()))
-        if self.link is not None:
-            loops.append(("coordinator", self.link.run()))
         return loops
 
     async def _until_exit(self) -> int:

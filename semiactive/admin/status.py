@@ -51,9 +51,12 @@ def describe(state: cdpb.ClusterStatus) -> str:
         f"{'stage':<14}{'mode':<6}{'primary':<12}{'secondary':<12}{'epoch':>6}{'batch':>7}  protection"
     )
     for s in state.stages:
-        if s.role != "stage":
+        if s.role != "stage" and not s.secondary:
             continue
-        protection = "-" if s.mode == "none" else "protected" if s.protected else "UNPROTECTED"
+        if s.role != "stage":  # a source or sink with a standby
+            protection = f"{s.role}: standby up" if s.protected else f"{s.role}: STANDBY DOWN"
+        else:
+            protection = "-" if s.mode == "none" else "protected" if s.protected else "UNPROTECTED"
         batch = str(s.batch_size) if s.batch_size else "-"
         secondary = s.secondary or "-"
         lines.append(

@@ -46,13 +46,14 @@ INJECTORS = ("nemesis", "launcher")
 
 
 def restartable_ends(topo: Topology) -> list[str]:
-    """The sources and sinks a kill does not stop: started again as themselves."""
+    """The processes of the sources and sinks a kill does not stop: started
+    again as themselves (a standby's too, which may be serving by then)."""
     out = []
     for stage in topo.stages.values():
         if (stage.source is not None and stage.source.restartable) or (
             stage.sink is not None and stage.sink.durable
         ):
-            out.append(stage.primary)
+            out.extend(stage.replicas)
     return out
 
 

@@ -71,6 +71,7 @@ DEFAULT_DURATION_S = 10.0  # a run whose sources never end by themselves
 PLAIN_PROGRESS_S = 5.0  # progress lines when standard error is not a terminal
 STARTUP_RESTARTS = 3  # a process killed again and again before t0 ends the run
 START_ATTEMPTS = 5  # Start calls to a live node that does not answer (frozen, say)
+STANDBY = "standby"  # a protected source's or sink's member that does not serve (yet)
 COORDINATOR = "coordinator"
 
 
@@ -181,18 +182,23 @@ class Cluster:
 
     async def sources_ended(self) -> bool:
         """Every source has emitted its end of stream (or died, and no one
-        will emit the rest)."""
+        will emit the rest). A protected source's standby emits nothing: its
+        member that serves counts."""
+        ended: dict[str, bool] = {}
         for p in self.processes.values():
-            if p.role != "source":
+            if p.role != "source" or p.stage is None:
                 continue
             if not p.alive:
                 if self.restartable(p) and not p.abandoned:
                     return False  # it will be started again
+                ended.setdefault(p.stage, True)
                 continue
             st = await self.status(p.name, timeout=0.5)
-            if st is None or not st.finished:
-                return False
-        return True
+            if st is not None and st.role == STANDBY:
+                ended.setdefault(p.stage, True)
+                continue
+            ended[p.stage] = st is not None and st.finished
+        return all(ended.values())
 
     # -- start --------------------------------------------------------------------------
 
@@ -580,7 +586,10 @@ class Cluster:
                 with contextlib.suppress(grpc.aio.AioRpcError):
                     await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
         deadline = time.monotonic() + timeout
-        sinks = [p for p in self.processes.values() if p.role == "sink"]
+        sinks: dict[str, list[Process]] = {}  # per sink stage: its processes (a standby's too)
+        for p in self.processes.values():
+            if p.role == "sink" and p.stage is not None:
+                sinks.setdefault(p.stage, []).append(p)
         last: tuple[tuple[str, int, int], ...] | None = None
         quiet = 0
         stopped: list[Stopped] = []
@@ -601,7 +610,11 @@ class Cluster:
                 if st is not None and st.role in ("primary", "source", "sink"):
                     served_at[st.stage] = time.monotonic()
             stopped = stopped_stages(self.topology, self.processes, unserved_for)
-            if not stopped and all((s := statuses.get(p.name)) is not None and s.finished for p in sinks):
+            finished = all(
+                any((s := statuses.get(p.name)) is not None and s.finished for p in members)
+                for members in sinks.values()
+            )
+            if not stopped and finished:
                 return Drain(True, [], {})
             positions = surviving_positions(self.topology, statuses, stopped) if stopped else None
             quiet = quiet + 1 if positions is not None and positions == last else 0
@@ -697,7 +710,7 @@ async def _rates(cluster: Cluster, counts: dict[str, int], seconds: float) -> li
         if p.role not in ("source", "sink") or not p.alive:
             continue
         st = await cluster.status(p.name, timeout=0.3)
-        if st is None:
+        if st is None or st.role == STANDBY:
             continue
         count = st.tuples_out if p.role == "source" else st.tuples_in
         parts.append(f"{p.name} {(count - counts.get(p.name, 0)) / max(seconds, 1e-3):,.0f}/s")

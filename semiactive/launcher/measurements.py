@@ -256,7 +256,12 @@ FREEZE_SLACK_S = 1.0  # a freeze is detected within the failure timeout of it
 def _primary_timeline(topology: Topology, events: list[dict[str, Any]]) -> dict[str, list[tuple[float, str]]]:
     """Per stage, (time, node) each time its primary changed: the config's
     at the start, then every takeover."""
-    timeline = {s.name: [(-math.inf, s.primary)] for s in topology.stages.values() if s.role == "stage"}
+    # A protected source or sink (a standby) fails over too.
+    timeline = {
+        s.name: [(-math.inf, s.primary)]
+        for s in topology.stages.values()
+        if s.role == "stage" or s.secondary is not None
+    }
     for e in events:
         if e["event"] == "takeover" and e.get("stage") in timeline:
             timeline[e["stage"]].append((float(e["t"]), e["node"]))

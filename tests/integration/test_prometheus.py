@@ -343,9 +343,9 @@ def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, now:
     assert {s["metric"]["channel"] for s in series} == {"data", "backup"}, series
     scrapes = sorted(set.intersection(*({float(t) for t, _ in s["values"]} for s in series)))
     bracketed = [
-        (t, before[-1], after[0])
+        (t, earlier[-1], later[0])
         for t in scrapes
-        if (before := [r for r in samples if r["t"] <= t]) and (after := [r for r in samples if r["t"] >= t])
+        if (earlier := [r for r in samples if r["t"] <= t]) and (later := [r for r in samples if r["t"] >= t])
     ]
     assert bracketed, (scrapes, [r["t"] for r in samples])
     scraped_at, before, after = bracketed[-1]

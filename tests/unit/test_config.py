@@ -709,3 +709,26 @@ def test_a_kafka_sink_needs_its_topic(tmp_path: Path) -> None:
     assert err.field == "sinks[0]" and "a kafka sink needs kafka: {bootstrap: ..., topic: ...}" in err.message
     err = _error(tmp_path, BASE + "    kafka: {bootstrap: 'h:1', topic: t}\n")
     assert "kafka: given for a sink of kind file (write kind: kafka)" in err.message
+
+
+def test_a_source_or_a_durable_sink_may_have_a_standby(tmp_path: Path) -> None:
+    table = "    kind: postgres\n    postgres: {dsn: 'postgresql://u@127.0.0.1:5432/d', table: t}\n"
+    text = BASE.replace("    stream: s0\n", "    stream: s0\n    ha: {secondary: node-0b}\n")
+    topo = _load(tmp_path, text + table + "    ha: {secondary: sink-b}\n")
+    assert topo.stages["node-0"].replicas == ["node-0", "node-0b"]
+    assert topo.stages["sink"].replicas == ["sink", "sink-b"]
+    # Both members are the source (the sink): the serving lock decides which serves.
+    assert (topo.nodes["node-0b"].role, topo.nodes["node-0b"].stage) == (topology.NodeRole.SOURCE, "node-0")
+    assert (topo.nodes["sink-b"].role, topo.nodes["sink-b"].stage) == (topology.NodeRole.SINK, "sink")
+    ingest = BASE.replace("    stream: s0\n", "    stream: s0\n    kind: ingest\n    ha: {secondary: b}\n")
+    err = _error(tmp_path, ingest)
+    assert err.field == "sources[0]", str(err)
+    assert "a source of kind ingest cannot have a standby" in err.message, str(err)
+    err = _error(tmp_path, BASE + "    ha: {secondary: sink-b}\n")
+    assert err.field == "sinks[0]" and "a file sink cannot have a standby" in err.message, str(err)
+    err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    ha: {secondary: node-0}\n"))
+    assert "ha.secondary names the source itself" in err.message, str(err)
+    err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    ha: {secondary: node-1}\n"))
+    assert err.field == "stages[0].node" and "node name 'node-1' is used twice" in err.message, str(err)
+    err = _error(tmp_path, BASE.replace("    stream: s0\n", "    stream: s0\n    ha: {mode: sas}\n"))
+    assert err.field == "sources[0].ha.mode" and "unknown field 'mode'" in err.message, str(err)

@@ -40,6 +40,18 @@ def test_a_node_whose_broker_or_database_is_away_says_so() -> None:
     assert plain(state)["nodes"][1]["outage"] == ""
 
 
+def test_a_source_or_sink_with_a_standby_is_listed_with_its_members() -> None:
+    state = cdpb.ClusterStatus(name="c")
+    state.stages.add(stage="src", role="source", mode="none", primary="src-b", secondary="src", epoch=1)
+    state.stages.add(stage="out", role="sink", mode="none", primary="out", secondary="out-b", protected=True)
+    state.stages.add(stage="plain", role="source", mode="none", primary="plain")
+    lines = describe(state).splitlines()
+    src = next(line for line in lines if line.startswith("src "))
+    assert src.split()[1:5] == ["none", "src-b", "src", "1"] and src.endswith("source: STANDBY DOWN")
+    assert next(line for line in lines if line.startswith("out ")).endswith("sink: standby up")
+    assert not any(line.startswith("plain ") for line in lines)
+
+
 def _refused() -> grpc.aio.AioRpcError:
     empty = grpc.aio.Metadata()
     return grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, empty, empty, "refused\nmore")

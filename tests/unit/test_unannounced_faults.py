@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,7 +210,7 @@ def test_a_node_recorded_with_its_start_is_known_by_it_not_by_its_command_line(t
         assert started is not None
         assert runs(proc.pid, "node-9", started) and not runs(proc.pid, "node-9")
         assert not runs(proc.pid, "node-9", started + 1)
-        doc = {"t0_unix": time.time(), "launcher_pid": None, "processes": []}
+        doc: dict[str, Any] = {"t0_unix": time.time(), "launcher_pid": None, "processes": []}
         doc["processes"] = [{"name": "node-9", "pid": proc.pid, "started": started + 1}]
         (tmp_path / "cluster.json").write_text(json.dumps(doc))
         assert Nemesis(tmp_path, [Fault("node-9", 0.0, FaultKind.KILL)]).run() == 1
