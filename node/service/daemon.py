@@ -29,7 +29,6 @@ from semiactive.errors import UserError
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
 from semiactive.ha.replica import Mode
 from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
-from semiactive.ha.views import StageView
 from semiactive.node.connectors.event_time_merge import MergeCheckpoint
 from semiactive.node.connectors.postgres import PostgresTable, run_name
 from semiactive.node.connectors.sources import SourceDataError
@@ -41,11 +40,12 @@ from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
 from semiactive.node.service.roles.inbound import InboundEdgeSession, Receiver
 from semiactive.node.service.roles.replica import ReplicaRole
-from semiactive.node.service.roles.sink import DurableOutput, SinkRole
-from semiactive.node.service.roles.source import SourceRole
 from semiactive.node.service.roles.serving_lock import ServingLock
+from semiactive.node.service.roles.sink import DurableOutput, SinkRole
+from semiactive.node.service.roles.source import SourceRole, open_reader
 from semiactive.node.service.roles.source_progress import SourceProgress
 from semiactive.node.service.roles.standby import StandbyRole
+from semiactive.node.service.roles.takeover import announce_view
 from semiactive.node.service.transport import DataPlaneServer, Rejected
 from semiactive.runtime import authorization, clock, telemetry
 from semiactive.runtime.atomic_file import write_json
@@ -227,7 +227,9 @@ class NodeDaemon:
         assert stage.sink is not None
         sink = SinkRole(
             stage.name,
-            InputSection([EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]),
+            InputSection(
+                [EdgeInput(e.id, e.stream, e.index, RowCodec(e.schema, e.kind)) for e in stage.inputs]
+            ),
             self.metrics,
             self.run_dir,
             stage.sink.split_by,
@@ -268,6 +270,13 @@ class NodeDaemon:
         """A protected source's or sink's member: wait for the serving lock,
         then serve (at the next epoch, announced, after a dead holder)."""
         stage = standby.stage
+        prepared = None
+        if stage.source is not None:
+            # Connected before it waits: a takeover then reads at once.
+            try:
+                prepared = await open_reader(stage.source, stage.name)
+            except UserError as exc:
+                raise StartupError(f"source {stage.name}: {exc}") from None
         await standby.until_primary_served(self._status_of)
         view = await standby.take(self.views)
         detected_at = clock.wall()
@@ -286,16 +295,14 @@ class NodeDaemon:
         try:
             if stage.role == "source":
                 role = self._become_source(stage, resume)
-                await role.open()
+                await role.open(prepared)
             else:
                 role = self._become_sink(stage)
                 await role.open(fresh=not resume)
         except UserError as exc:
             raise StartupError(f"{stage.role} {stage.name}: {exc}") from None
-        if view is not None:
-            self.events.emit("takeover", stage=stage.name, epoch=view.epoch, reason="standby")
-            await self._broadcast(view)
-        log.info("%s serves %s %s (epoch %d)", self.name, stage.role, stage.name, self.views[stage.name].epoch)
+        epoch = self.views[stage.name].epoch
+        log.info("%s serves %s %s (epoch %d)", self.name, stage.role, stage.name, epoch)
         assert self._group is not None
         for name, loop in self._role_loops():
             self._group.create_task(loop, name=name)
@@ -305,6 +312,11 @@ class NodeDaemon:
             if standby.stopped:
                 role.stop()
         if view is not None:
+            self.events.emit("takeover", stage=stage.name, epoch=view.epoch, reason="standby")
+            # Not awaited: a frozen peer holds its UpdateView for a second;
+            # peers that have not heard yet refuse the rows as lagging and
+            # are sent them again.
+            self._group.create_task(announce_view(self.peers, self.name, view), name="announce")
             self._group.create_task(self._report_recovery(stage, detected_at), name="recovery")
 
     async def _status_of(self, node: str) -> cpb.NodeStatus | None:
@@ -313,15 +325,6 @@ class NodeDaemon:
         except grpc.aio.AioRpcError:
             return None
         return status
-
-    async def _broadcast(self, view: StageView) -> None:
-        message = view_to_pb(view)
-
-        async def tell(node: str) -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                await self.peers.control(node).UpdateView(message, timeout=1.0)
-
-        await asyncio.gather(*(tell(n) for n in self.addresses if n != self.name))
 
     async def _report_recovery(self, stage: Stage, detected_at: float) -> None:
         """A standby that took over has recovered once its peers are

@@ -67,6 +67,27 @@ BROKER_DRAIN_WAIT_S = 0.5  # after a stop: a read that finds nothing in this lon
 REJECTS_LOGGED = 10  # per reason; the rest are only counted
 
 
+# A broker source's reader, opened, and per partition where a first start reads.
+PreparedReader = tuple[BrokerReader, dict[int, int]]
+
+
+async def open_reader(config: SourceConfig, name: str) -> PreparedReader | None:
+    """Open a broker source's reader (None: not a broker source)."""
+    reader: BrokerReader
+    # Imported here: only a broker source's process pays for its client.
+    if config.kafka is not None:
+        from semiactive.node.connectors.kafka import KafkaReader
+
+        reader = KafkaReader(config.kafka, name)
+    elif config.nats is not None:
+        from semiactive.node.connectors.nats_source import NatsReader
+
+        reader = NatsReader(config.nats, name)
+    else:
+        return None
+    return reader, await reader.open()
+
+
 class SourceRole:
     def __init__(
         self,
@@ -123,22 +144,16 @@ class SourceRole:
             else:
                 self._log = path.open("w", buffering=1 << 16)
 
-    async def open(self) -> None:
+    async def open(self, prepared: PreparedReader | None = None) -> None:
         """Connect a broker source (a UserError, naming what, if its broker
-        does not answer in time or has no such topic)."""
-        reader: BrokerReader
-        # Imported here: only a broker source's process pays for its client.
-        if self.config.kafka is not None:
-            from semiactive.node.connectors.kafka import KafkaReader
-
-            reader = KafkaReader(self.config.kafka, self.name)
-        elif self.config.nats is not None:
-            from semiactive.node.connectors.nats_source import NatsReader
-
-            reader = NatsReader(self.config.nats, self.name)
-        else:
+        does not answer in time or has no such topic). ``prepared``: a
+        reader :func:`open_reader` opened beforehand (a standby's, so that
+        its takeover does not wait for the broker's first answers)."""
+        if prepared is None:
+            prepared = await open_reader(self.config, self.name)
+        if prepared is None:
             return
-        positions = await reader.open()
+        reader, positions = prepared
         start = self.checkpoint or MergeCheckpoint.first(positions)
         if set(start.partitions) != set(positions):
             log.warning(

@@ -88,10 +88,16 @@ class TakeoverDriver:
         self.wake.set()
 
     async def broadcast(self, view: StageView) -> None:
-        message = view_to_pb(view)
+        await announce_view(self.peers, self.node, view)
 
-        async def tell(node: str) -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                await self.peers.control(node).UpdateView(message, timeout=1.0)
 
-        await asyncio.gather(*(tell(n) for n in self.peers.addresses if n != self.node))
+async def announce_view(peers: Peers, sender: str, view: StageView) -> None:
+    """Tell every other node of ``view`` (``sender``'s takeover); a node
+    that does not answer within a second learns it from the coordinator."""
+    message = view_to_pb(view)
+
+    async def tell(node: str) -> None:
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await peers.control(node).UpdateView(message, timeout=1.0)
+
+    await asyncio.gather(*(tell(n) for n in peers.addresses if n != sender))
