@@ -219,6 +219,10 @@ class NodeDaemon:
                 "source_unavailable" if error else "source_available", source=name, error=error
             ),
         )
+        if progress is not None and freed is not None and progress.t0 is not None:
+            # On the run's schedule at once: a supervisor other than the
+            # launcher does not send Start again (the launcher's is the same t0).
+            source.start(progress.t0)
         self.serving = source
         return source
 

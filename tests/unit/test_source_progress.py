@@ -20,6 +20,19 @@ def test_the_freed_point_survives_and_only_moves_on(tmp_path: Path) -> None:
     assert not again.save(110)  # it knows what it loaded
 
 
+def test_the_run_s_start_is_kept_with_it_for_a_restart_nobody_starts(tmp_path: Path) -> None:
+    progress = SourceProgress(tmp_path, "src")
+    assert progress.save(10, t0=1795900000.25)
+    again = SourceProgress(tmp_path, "src")
+    assert again.load() == 10 and again.t0 == 1795900000.25
+    assert again.save(20)  # before its Start: no t0 to keep
+    third = SourceProgress(tmp_path, "src")
+    assert third.load() == 20 and third.t0 is None
+    for bad in ('"x"', "true", "-1", "null"):
+        third.path.write_text(f'{{"freed": 5, "t0": {bad}}}')
+        assert third.load() == 5 and third.t0 is None
+
+
 @pytest.mark.parametrize("text", ["", "{", '{"freed": "12"}', '{"freed": -3}', '{"freed": true}', "[]"])
 def test_a_damaged_progress_file_sends_everything_again(tmp_path: Path, text: str) -> None:
     progress = SourceProgress(tmp_path, "src")

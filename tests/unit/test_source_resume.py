@@ -29,3 +29,17 @@ def test_a_source_resumes_only_when_told(tmp_path: Path) -> None:
     (tmp_path / "run" / "sources" / "node-0.jsonl").write_text('{"ts": 0, "id": 0, "val": 1}\n' * 600)
     resumed = _source(tmp_path, resume=True)
     assert resumed.source is not None and resumed.source.log.first == 501 and resumed.source.emitted == 500
+
+
+def test_a_resumed_source_starts_on_the_run_s_recorded_t0_without_a_start(tmp_path: Path) -> None:
+    """A container's restart policy starts it again and nobody sends Start:
+    the t0 its predecessor recorded puts it back on the run's schedule."""
+    SourceProgress(tmp_path / "run", "node-0").save(500, t0=1795900000.5)
+    resumed = _source(tmp_path, resume=True)
+    assert resumed.source is not None and resumed.source.started.is_set()
+    assert resumed.source.t0 == 1795900000.5
+    SourceProgress(tmp_path / "run", "node-0").path.write_text('{"freed": 500}')
+    waiting = _source(tmp_path, resume=True)
+    assert waiting.source is not None and not waiting.source.started.is_set()
+    fresh = _source(tmp_path, resume=False)
+    assert fresh.source is not None and not fresh.source.started.is_set()

@@ -215,7 +215,8 @@ class SourceRole:
                 if self._log is not None:
                     self._log.flush()
                 try:
-                    self.progress.save(freed, checkpoint.to_json() if checkpoint is not None else None)
+                    state = checkpoint.to_json() if checkpoint is not None else None
+                    self.progress.save(freed, state, self.t0 if self.started.is_set() else None)
                 except OSError as exc:
                     log.warning("%s: cannot record progress: %s", self.name, exc)
                     continue

@@ -35,6 +35,9 @@ class SourceProgress:
         self.path = run_dir / "sources" / f"{name}.progress.json"
         self.saved = 0
         self.checkpoint: Any = None  # a broker source's, as JSON
+        # The run's start (unix s): a source started again by a supervisor
+        # that does not know it (a container's restart policy) goes on from it.
+        self.t0: float | None = None
 
     def load(self) -> int | None:
         """The seq a previous incarnation had freed; None for a first
@@ -50,18 +53,23 @@ class SourceProgress:
         except (ValueError, KeyError, TypeError, IndexError):
             return 0
         self.checkpoint = data.get("checkpoint")
+        t0 = data.get("t0")
+        self.t0 = float(t0) if isinstance(t0, int | float) and not isinstance(t0, bool) and t0 > 0 else None
         self.saved = seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0 else 0
         return self.saved
 
-    def save(self, freed: int, checkpoint: Any = None) -> bool:
-        """Record ``freed`` (and a broker source's ``checkpoint`` there) if
-        it moved on; say whether it did."""
+    def save(self, freed: int, checkpoint: Any = None, t0: float | None = None) -> bool:
+        """Record ``freed`` (and a broker source's ``checkpoint``, the run's
+        ``t0`` there) if it moved on; say whether it did."""
         if freed <= self.saved:
             return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(
-            self.path, {"freed": freed} if checkpoint is None else {"freed": freed, "checkpoint": checkpoint}
-        )
+        record: dict[str, Any] = {"freed": freed}
+        if checkpoint is not None:
+            record["checkpoint"] = checkpoint
+        if t0 is not None:
+            record["t0"] = t0
+        write_json(self.path, record)
         self.saved = freed
         return True
 
