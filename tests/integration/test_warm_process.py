@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import IO
 
 from semiactive.launcher.warm_process import WarmProcess
 
@@ -37,14 +38,20 @@ def test_the_waiting_interpreter_becomes_the_command_it_is_handed(tmp_path: Path
         warm.close()
 
 
-def test_bad_orders_end_it_with_status_2_and_why(tmp_path: Path) -> None:
+def waiting(tmp_path: Path) -> tuple[WarmProcess, subprocess.Popen[bytes], IO[bytes]]:
+    """A warm interpreter started and waiting; its process and its input."""
     warm = WarmProcess(EXAMPLE, tmp_path, dict(os.environ))
     warm.keep_ready()
     popen = warm.popen
     assert popen is not None and popen.stdin is not None
+    return warm, popen, popen.stdin
+
+
+def test_bad_orders_end_it_with_status_2_and_why(tmp_path: Path) -> None:
+    warm, popen, orders = waiting(tmp_path)
     try:
-        popen.stdin.write(b'{"argv": ["coordinator"], "log": "x"}\n')
-        popen.stdin.close()
+        orders.write(b'{"argv": ["coordinator"], "log": "x"}\n')
+        orders.close()
         assert wait(popen) == 2
         assert "bad orders: a warm interpreter becomes a node" in (tmp_path / "logs" / "warm.log").read_text()
     finally:
@@ -52,11 +59,8 @@ def test_bad_orders_end_it_with_status_2_and_why(tmp_path: Path) -> None:
 
 
 def test_it_ends_when_the_launcher_closes_its_input_and_close_kills_it(tmp_path: Path) -> None:
-    warm = WarmProcess(EXAMPLE, tmp_path, dict(os.environ))
-    warm.keep_ready()
-    popen = warm.popen
-    assert popen is not None and popen.stdin is not None
-    popen.stdin.close()
+    warm, popen, orders = waiting(tmp_path)
+    orders.close()
     assert wait(popen) == 0
     warm.popen = None
     warm.keep_ready()

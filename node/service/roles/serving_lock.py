@@ -42,22 +42,24 @@ class ServingLock:
         self.path = directory / f"{stage}.lock"
         self.epoch_path = directory / f"{stage}.epoch"
         self._fd: int | None = None
+        self._held = False
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._held
 
     def try_take(self) -> bool:
-        """Take the lock if nobody holds it; True if this process holds it."""
-        if self._fd is not None:
+        """Take the lock if nobody holds it; True if this process holds it.
+        The file is opened once: a standby polls every few milliseconds."""
+        if self._held:
             return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(fd)
             return False
-        self._fd = fd
+        self._held = True
         return True
 
     async def take(self) -> float:
@@ -71,7 +73,7 @@ class ServingLock:
         return 0.0 if last_refused is None else time.monotonic() - last_refused
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
+        fd, self._fd, self._held = self._fd, None, False
         if fd is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -89,5 +91,5 @@ class ServingLock:
 
     def record(self, epoch: int) -> None:
         """Record the epoch this holder serves at (only while holding)."""
-        assert self._fd is not None, "the epoch is written under the lock"
+        assert self._held, "the epoch is written under the lock"
         write_json(self.epoch_path, epoch)
