@@ -65,6 +65,10 @@ class KafkaTopic:
     def describe(self) -> str:
         return f"Kafka topic {self.config.topic} (run {self.run!r})"
 
+    async def prepare(self) -> None:
+        """Nothing ahead: :meth:`open` reads the topic's tail, which may
+        still grow until the sink it replaces is gone."""
+
     async def open(self) -> int:
         """Create the topic if absent (one partition) and return the
         highest seq it holds for this run."""
@@ -154,6 +158,9 @@ def _tail(config: KafkaSinkConfig, from_end: bool) -> list[Message]:
             "bootstrap.servers": config.bootstrap,
             "group.id": f"semiactive-reader-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
+            # librdkafka pauses fetching for up to 1 s once its local queue
+            # is full; a pause that long would read as the partition's end.
+            "fetch.queue.backoff.ms": 10,
         },
         logger=client_log,
     )
