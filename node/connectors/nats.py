@@ -134,9 +134,15 @@ class NatsSubject:
         await connect_within(self._connect, self._disconnect, ERRORS, cfg.connect_timeout_s, unavailable)
         return self.committed
 
+    async def prepare(self) -> None:
+        """Connect now; :meth:`open` then only reads the progress."""
+        with contextlib.suppress(*ERRORS):
+            self._nc = await connect(self.config.url)
+
     async def _connect(self) -> None:
         cfg = self.config
-        self._nc = await connect(cfg.url)
+        if self._nc is None or not self._nc.is_connected:
+            self._nc = await connect(cfg.url)
         self._js = self._nc.jetstream(timeout=ACK_TIMEOUT_S)
         try:
             info = await self._js.stream_info(cfg.stream)

@@ -128,9 +128,17 @@ class PostgresTable:
         )
         return self.committed
 
+    async def prepare(self) -> None:
+        """Connect now; :meth:`open` then only reads the progress (a
+        standby's takeover saves the connection's 20 ms)."""
+        with contextlib.suppress(psycopg.Error):
+            self._conn = await psycopg.AsyncConnection.connect(self.config.dsn, connect_timeout=5)
+
     async def _connect(self) -> None:
-        conn = await psycopg.AsyncConnection.connect(self.config.dsn, connect_timeout=5)
-        self._conn = conn
+        conn = self._conn
+        if conn is None or conn.closed:
+            conn = await psycopg.AsyncConnection.connect(self.config.dsn, connect_timeout=5)
+            self._conn = conn
         async with conn.transaction():
             # Two sinks of one table starting at once: CREATE TABLE IF NOT
             # EXISTS is not safe against itself without the lock.

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from semiactive.errors import UserError
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
@@ -31,7 +29,6 @@ from semiactive.ha.replica import Mode
 from semiactive.ha.routing import consumer_batch_sizes, initial_views, producer_secondary
 from semiactive.node.connectors.event_time_merge import MergeCheckpoint
 from semiactive.node.connectors.postgres import PostgresTable, run_name
-from semiactive.node.connectors.sources import SourceDataError
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import EdgeInput, InputSection
 from semiactive.node.service.coordinator_link import CoordinatorLink
@@ -46,6 +43,7 @@ from semiactive.node.service.roles.source import SourceRole, open_reader
 from semiactive.node.service.roles.source_progress import SourceProgress
 from semiactive.node.service.roles.standby import StandbyRole
 from semiactive.node.service.roles.takeover import announce_view
+from semiactive.node.service.servicers import ControlServicer, IngestServicer
 from semiactive.node.service.transport import DataPlaneServer, Rejected
 from semiactive.runtime import authorization, clock, telemetry
 from semiactive.runtime.atomic_file import write_json
@@ -53,7 +51,6 @@ from semiactive.runtime.events import EventLog
 from semiactive.runtime.health import Health
 from semiactive.runtime.messages import point_to_pb, view_from_pb, view_to_pb
 from semiactive.runtime.network import Network, insecure
-from semiactive.runtime.tls import caller
 from semiactive.topology import NodeRole, Stage, Topology
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
@@ -226,8 +223,9 @@ class NodeDaemon:
         self.serving = source
         return source
 
-    def _become_sink(self, stage: Stage) -> SinkRole:
-        """Serve ``stage``'s sink (named after the stage, as its files are)."""
+    def _become_sink(self, stage: Stage, prepared: DurableOutput | None = None) -> SinkRole:
+        """Serve ``stage``'s sink (named after the stage, as its files are).
+        ``prepared``: its output connected beforehand (a standby's)."""
         assert stage.sink is not None
         sink = SinkRole(
             stage.name,
@@ -237,7 +235,7 @@ class NodeDaemon:
             self.metrics,
             self.run_dir,
             stage.sink.split_by,
-            self._sink_output(stage, self.run_dir),
+            prepared if prepared is not None else self._sink_output(stage, self.run_dir),
         )
         self.serving = sink
         self._open_inputs(stage, sink)
@@ -274,13 +272,21 @@ class NodeDaemon:
         """A protected source's or sink's member: wait for the serving lock,
         then serve (at the next epoch, announced, after a dead holder)."""
         stage = standby.stage
+        assert self._group is not None
+        # Connected before it waits: a takeover then tells the others, reads
+        # and writes at once (measured: 50-100 ms of handshakes otherwise).
+        self._group.create_task(self._connect_peers(), name="connect peers")
         prepared = None
+        output = None
         if stage.source is not None:
-            # Connected before it waits: a takeover then reads at once.
             try:
                 prepared = await open_reader(stage.source, stage.name)
             except UserError as exc:
                 raise StartupError(f"source {stage.name}: {exc}") from None
+        else:
+            output = self._sink_output(stage, self.run_dir)
+            if output is not None:
+                await output.prepare()
         await standby.until_primary_served(self._status_of)
         view = await standby.take(self.views)
         detected_at = clock.wall()
@@ -301,7 +307,7 @@ class NodeDaemon:
                 role = self._become_source(stage, resume)
                 await role.open(prepared)
             else:
-                role = self._become_sink(stage)
+                role = self._become_sink(stage, output)
                 await role.open(fresh=not resume)
         except UserError as exc:
             raise StartupError(f"{stage.role} {stage.name}: {exc}") from None
@@ -322,6 +328,16 @@ class NodeDaemon:
             # are sent them again.
             self._group.create_task(announce_view(self.peers, self.name, view), name="announce")
             self._group.create_task(self._report_recovery(stage, detected_at), name="recovery")
+
+    async def _connect_peers(self) -> None:
+        """Open a channel to every other node and wait until each is
+        connected (retrying while a node is not up yet)."""
+
+        async def ready(node: str) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await self.peers.channel(node).channel_ready()
+
+        await asyncio.gather(*(ready(n) for n in self.peers.addresses if n != self.name))
 
     async def _status_of(self, node: str) -> cpb.NodeStatus | None:
         try:
@@ -805,117 +821,3 @@ class NodeDaemon:
             ],
         }
         write_json(self.run_dir / "telemetry" / f"{self.name}.summary.json", summary)
-
-
-class ControlServicer(cpb_grpc.ControlServicer):
-    def __init__(self, node: NodeDaemon) -> None:
-        self.node = node
-
-    async def _check(
-        self, context: grpc.aio.ServicerContext[Any, Any], what: str, refusal: str | None
-    ) -> None:
-        if refusal is not None:
-            self.node.record_refusal(what, caller(context), refusal)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-
-    async def Status(self, request: pb.Empty, context: object) -> cpb.NodeStatus:
-        return self.node.status()
-
-    async def Start(self, request: cpb.StartRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Empty:
-        await self._check(context, "start", authorization.may_control(caller(context), "start"))
-        self.node.start(request.t0_unix)
-        return pb.Empty()
-
-    async def Stop(self, request: cpb.StopRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Empty:
-        await self._check(context, "stop", authorization.may_control(caller(context), "stop"))
-        self.node.stop(request.exit, request.now)
-        return pb.Empty()
-
-    async def UpdateView(
-        self, request: cpb.StageView, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> pb.Empty:
-        try:
-            view = view_from_pb(request)
-        except (ValueError, KeyError) as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad view: {exc}")
-        refusal = authorization.may_change_view(caller(context), self.node.views, view)
-        await self._check(context, "view", refusal)
-        self.node.apply_view(request)
-        return pb.Empty()
-
-    async def Heartbeat(
-        self, request_iterator: AsyncIterator[cpb.Ping], context: grpc.aio.ServicerContext[cpb.Ping, cpb.Pong]
-    ) -> AsyncIterator[cpb.Pong]:
-        """Pongs only while this node is the primary of the pinged stage: a
-        node restarted under a dead primary's name, or a primary since
-        fenced, must not look like the primary its secondary watches."""
-        who = caller(context)
-        try:
-            async for ping in request_iterator:
-                yield await self._pong(context, who, ping)
-        except DecodeError:  # refused without a traceback in the log
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "undecodable ping")
-
-    async def _pong(
-        self, context: grpc.aio.ServicerContext[cpb.Ping, cpb.Pong], who: str | None, ping: cpb.Ping
-    ) -> cpb.Pong:
-        node = self.node
-        if who is not None and ping.sender != who:
-            await self._check(context, "heartbeat", f"{who} pings as {ping.sender!r}")
-        stage = node.stage.name if node.stage is not None else ""
-        if node.role != NodeRole.PRIMARY or (ping.stage and ping.stage != stage):
-            await context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION, f"{node.name} is not the primary of {ping.stage}"
-            )
-        return cpb.Pong(n=ping.n, epoch=node.views[stage].epoch)
-
-
-def _json_row(text: str) -> Any:
-    """One ingested row; what no JSON parser could take (a number of more
-    than 4300 digits, nesting deeper than the recursion limit) is bad
-    input like any syntax error."""
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise SourceDataError(f"unreadable row: {str(exc)[:200]}") from None
-
-
-class IngestServicer(pb_grpc.IngestServicer):
-    def __init__(self, source: SourceRole) -> None:
-        self.source = source
-
-    async def Send(
-        self, request_iterator: object, context: grpc.aio.ServicerContext[pb.IngestBatch, pb.IngestReply]
-    ) -> pb.IngestReply:
-        refusal = authorization.may_ingest(caller(context))
-        if refusal is not None:
-            log.warning("refused ingest: %s", refusal)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-        accepted = 0
-        refused: list[str] = []
-        batches = 0
-        try:
-            async for batch in request_iterator:  # type: ignore[attr-defined]
-                batches += 1
-                try:
-                    rows = [_json_row(r) for r in batch.rows]
-                    watermark = batch.watermark if batch.HasField("watermark") else None
-                    await self.source.outbound.wait_room()
-                    accepted += self.source.ingest(rows, watermark, batch.end_of_stream)
-                except (json.JSONDecodeError, SourceDataError, AttributeError) as exc:
-                    # Refused whole; the call goes on with the next batch.
-                    refused.append(f"batch {batches}: {exc}")
-        except DecodeError:  # refused without a traceback in the log
-            refused.append(f"batch {batches + 1}: undecodable")
-        head = self.source.log.head
-        if refused:
-            # An error status, so that no producer takes a refusal for a
-            # success; what was taken is in the trailers and the message.
-            context.set_trailing_metadata((("accepted", str(accepted)), ("last-seq", str(head))))
-            shown = "; ".join(refused[:5]) + (f"; and {len(refused) - 5} more" if len(refused) > 5 else "")
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"bad ingest batch: {shown} ({len(refused)} of {batches} batches refused; "
-                f"{accepted} rows accepted, last seq {head})",
-            )
-        return pb.IngestReply(accepted=accepted, last_seq=head)

@@ -15,6 +15,7 @@ processes then say so on stderr, and no authorization check can hold.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,10 +98,17 @@ class Security:
         certificate must carry that name."""
         if not self.tls:
             return grpc.aio.insecure_channel(address, options=list(options))
-        credentials = grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
         return grpc.aio.secure_channel(
-            address, credentials, options=[*options, ("grpc.ssl_target_name_override", peer)]
+            address, self._client_credentials, options=[*options, ("grpc.ssl_target_name_override", peer)]
         )
+
+    @functools.cached_property
+    def _client_credentials(self) -> grpc.ChannelCredentials:
+        # One object for every channel: gRPC shares a connection (its
+        # subchannel) between channels of equal arguments, credentials
+        # included, so a channel to a peer already connected (a standby's
+        # warmed-up ones) costs no new TCP and TLS handshake.
+        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
 
 
 def process_security(name: str, tls_dir: Path | None, insecure: bool) -> Security:

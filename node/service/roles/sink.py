@@ -40,6 +40,10 @@ class DurableOutput(Protocol):
 
     committed: int  # the highest seq it holds for this run
 
+    async def prepare(self) -> None:
+        """Connect ahead of :meth:`open` where that saves time (a standby
+        waiting to serve); a failure is left for :meth:`open` to report."""
+
     async def open(self) -> int: ...
 
     def describe(self) -> str: ...
