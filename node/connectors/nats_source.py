@@ -212,13 +212,19 @@ class NatsReader:
         }
         self._publishing += 1
         try:
-            if self._js is None:
-                raise ConnectionError("not connected")
-            await self._js.publish(self.config.dead_letters, message.value, headers=headers)
-        except ERRORS as exc:
-            log.warning(
-                "%s: dead letter of %d not published: %s", self.source, message.position, first_line(exc)
-            )
+            # Until it is stored, however long the server is away (the
+            # source's reads wait meanwhile: the same outage): the message
+            # is acknowledged with the rows after it, and a dead letter lost
+            # here would be gone for good. Msg-Id makes a retry harmless.
+            while True:
+                try:
+                    if self._js is None:
+                        await self._connect()
+                    await self._js.publish(self.config.dead_letters, message.value, headers=headers)
+                    return
+                except ERRORS as exc:
+                    await self._away(exc)
+                    await asyncio.sleep(self._delay)
         finally:
             self._publishing -= 1
 

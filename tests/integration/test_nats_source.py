@@ -164,3 +164,29 @@ def test_dead_letters_are_published_once_per_message(server: NatsServer, tmp_pat
         assert msg.data == b"oops" and msg.headers is not None and msg.headers["reason"] == "malformed"
 
     asyncio.run(scenario())
+
+
+def test_a_dead_letter_waits_out_a_server_that_is_away(server: NatsServer) -> None:
+    """Published once the server is back: the message is acknowledged with
+    the rows after it, so a dead letter dropped here would be lost."""
+    from semiactive.node.connectors.broker_feed import BrokerMessage
+
+    async def scenario() -> None:
+        import nats
+
+        await _stream(server, "dlaway", ["dlaway.>"], 0)
+        reader = NatsReader(_config(server, "dlaway"), "src")
+        await reader.assign(await reader.open())
+        server.kill()
+        letter = asyncio.create_task(reader.dead_letter(BrokerMessage(0, 7, b"bad"), "malformed", "not JSON"))
+        await asyncio.sleep(0.5)
+        assert not letter.done()
+        server.start()
+        await asyncio.wait_for(letter, 20)
+        await reader.close()
+        nc = await nats.connect(server.url)
+        msg = await nc.jetstream().get_last_msg("DLAWAY_DEAD", "d_dlaway.dead")
+        await nc.close()
+        assert msg.data == b"bad"
+
+    asyncio.run(scenario())
