@@ -19,6 +19,7 @@ message timeout), the sink's input waits, and the outage is reported.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -66,8 +67,16 @@ class KafkaTopic:
         return f"Kafka topic {self.config.topic} (run {self.run!r})"
 
     async def prepare(self) -> None:
-        """Nothing ahead: :meth:`open` reads the topic's tail, which may
-        still grow until the sink it replaces is gone."""
+        """Create the topic and the producer now (a standby's: its
+        connection and producer id are ready at the takeover); the tail is
+        read at :meth:`open`, as the sink it replaces may still be writing."""
+        with contextlib.suppress(KafkaException, UserError):
+            await asyncio.to_thread(self._prepare)
+
+    def _prepare(self) -> None:
+        cfg = self.config
+        ensure_topic(cfg.bootstrap, cfg.topic, cfg.connect_timeout_s, "the sink's topic")
+        self._producer = self._new_producer()
 
     async def open(self) -> int:
         """Create the topic if absent (one partition) and return the
@@ -75,10 +84,14 @@ class KafkaTopic:
         return await asyncio.to_thread(self._open)
 
     def _open(self) -> int:
-        cfg = self.config
-        ensure_topic(cfg.bootstrap, cfg.topic, cfg.connect_timeout_s, "the sink's topic")
+        if self._producer is None:
+            self._prepare()
         self.committed = self._last_seq()
-        self._producer = Producer(
+        return self.committed
+
+    def _new_producer(self) -> Producer:
+        cfg = self.config
+        return Producer(
             {
                 "bootstrap.servers": cfg.bootstrap,
                 "enable.idempotence": True,
@@ -88,7 +101,6 @@ class KafkaTopic:
             },
             logger=client_log,
         )
-        return self.committed
 
     def _last_seq(self) -> int:
         last = None
