@@ -87,7 +87,7 @@ def hop_arrow(blobs: list[bytes]) -> list[bytes]:
         )
         kept = table.filter(pc.greater_equal(table["val"], 0))
         out = np.empty(kept.num_rows, dtype=RECORD)
-        for name in RECORD.names:
+        for name in RECORD.names or ():
             column = kept[name].to_numpy()
             out[name] = column if name != "pad" else column.astype("S20")
         sent.append(out.tobytes())
