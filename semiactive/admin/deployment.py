@@ -13,6 +13,7 @@ its end of stream, so that the whole output can be checked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -92,27 +93,50 @@ async def _start(topology: Topology, stubs: dict[str, cpb_grpc.ControlStub]) -> 
 
 def _drain(drain_s: float) -> Action:
     async def drain(topology: Topology, stubs: dict[str, cpb_grpc.ControlStub]) -> int:
-        """Stop the sources; wait until every sink has its end of stream."""
+        """Stop the sources; wait until every sink stage has its end of
+        stream. A protected sink's member that serves counts (its standby
+        never receives one); a member that does not answer is skipped."""
         sources = [n for n, info in topology.nodes.items() if info.role is NodeRole.SOURCE]
-        sinks = [n for n, info in topology.nodes.items() if info.role is NodeRole.SINK]
-        await asyncio.gather(*(stubs[n].Stop(cpb.StopRequest(), timeout=5) for n in sources))
+        stages: dict[str, list[str]] = {}
+        for n, info in topology.nodes.items():
+            if info.role is NodeRole.SINK and info.stage is not None:
+                stages.setdefault(info.stage, []).append(n)
+        await asyncio.gather(*(_stop(stubs[n]) for n in sources))
         say("drain", f"stopped the sources ({', '.join(sources)})")
         deadline = time.monotonic() + drain_s
         while True:
-            statuses: list[cpb.NodeStatus] = await asyncio.gather(
-                *(stubs[n].Status(pb.Empty(), timeout=2) for n in sinks)
-            )
-            if all(st.finished for st in statuses):
-                rows = ", ".join(f"{st.name} {st.tuples_in:,} rows" for st in statuses)
+            finished = {}
+            for stage, members in stages.items():
+                statuses = await asyncio.gather(*(_status(stubs[n]) for n in members))
+                finished[stage] = [
+                    st for st in statuses if st is not None and st.role == "sink" and st.finished
+                ]
+            if all(finished.values()):
+                rows = ", ".join(f"{done[0].name} {done[0].tuples_in:,} rows" for done in finished.values())
                 say("drain", f"drained: every sink received its end of stream ({rows})")
                 return 0
             if time.monotonic() > deadline:
-                waiting = [st.name for st in statuses if not st.finished]
+                waiting = [stage for stage, done in finished.items() if not done]
                 say("drain", f"not drained after {drain_s:g} s: {', '.join(waiting)}")
                 return 1
             await asyncio.sleep(POLL_S)
 
     return drain
+
+
+async def _stop(stub: cpb_grpc.ControlStub) -> None:
+    """Stop a source's process; one that is gone has nothing to stop (its
+    standby, stopped too, ends the stream when it serves)."""
+    with contextlib.suppress(grpc.aio.AioRpcError):
+        await stub.Stop(cpb.StopRequest(), timeout=5)
+
+
+async def _status(stub: cpb_grpc.ControlStub) -> cpb.NodeStatus | None:
+    try:
+        status: cpb.NodeStatus = await stub.Status(pb.Empty(), timeout=2)
+    except grpc.aio.AioRpcError:
+        return None
+    return status
 
 
 def run_start(config: str, *, endpoints: Path | None, tls_dir: Path | None, wait_s: float) -> int:
