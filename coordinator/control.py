@@ -47,7 +47,9 @@ WARMUP_S = 0.5
 # A node never heard from may still be starting (a refused port proves
 # nothing then): it is taken for down only this long after the coordinator
 # started. A node that died while the coordinator was down is therefore
-# replaced this late after a coordinator restart.
+# replaced this late after a coordinator restart. One that listens but has
+# never reported is starting (waiting for its peers, or descheduled on a
+# loaded host): never taken for silent.
 NEVER_REPORTED_GRACE_S = 10.0
 
 
@@ -199,7 +201,7 @@ class Coordinator:
             return Liveness.UP
         if record.port_open is None:
             return Liveness.UNKNOWN
-        if record.reported_at is None and now - self.started < NEVER_REPORTED_GRACE_S:
+        if record.reported_at is None and (record.port_open or now - self.started < NEVER_REPORTED_GRACE_S):
             return Liveness.UNKNOWN
         return Liveness.SILENT if record.port_open else Liveness.DOWN
 

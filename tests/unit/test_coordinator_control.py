@@ -193,6 +193,20 @@ def test_nodes_still_starting_are_not_taken_for_dead(tmp_path: Path) -> None:
     assert cluster.view("stage-2").version == 0
 
 
+def test_a_node_listening_but_never_reporting_is_still_starting(tmp_path: Path) -> None:
+    """A container's node may listen long before its first report (it waits
+    for its peers; a loaded host): however long, its stage is not
+    re-protected. (A deployment's secondary reporting 10.6 s after the
+    coordinator started once got a spare as its replacement.)"""
+    cluster = FakeCluster(tmp_path, spares=["spare-1"])
+    cluster.processes["sec-2"].answering = False  # listening, not reporting
+    cluster.rounds(NEVER_REPORTED_GRACE_S + 2)
+    state = cluster.coordinator.cluster_state(cluster.now)
+    assert {n.name: n.liveness for n in state.nodes}["sec-2"] == "unknown"
+    assert cluster.view("stage-2").version == 0
+    assert cluster.processes["spare-1"].role == "spare"
+
+
 def test_a_fenced_old_primary_hears_of_its_replacement_in_the_reply(tmp_path: Path) -> None:
     cluster = _started(tmp_path, spares=[])
     promoted = cluster.view("stage-2").promoted("sec-2")
