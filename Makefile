@@ -115,8 +115,11 @@ deploy-check: $(STAMP)
 	esac
 
 # docker-compose.yml really run with podman (root; installs podman, runc,
-# debootstrap from Debian; base images made by debootstrap and kept):
-# health, failover of the protected primary, no row lost, Prometheus.
+# debootstrap from Debian; base images made by debootstrap and kept; the
+# broker and database images built on them): Kafka -> the protected chain
+# -> PostgreSQL, health, failover of the protected primary, the serving
+# source's and sink's containers killed and their standbys taking over,
+# the table exactly the reference, the dead letters, Prometheus.
 deploy-test: $(STAMP)
 	$(PY) deploy/deploy_test.py
 

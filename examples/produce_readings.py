@@ -3,14 +3,17 @@ examples/kafka-to-postgres.yaml reads them: one JSON object per message,
 ``{"ts": unix ms, "id": n, "val": n % 1000}``, spread over the
 topic's partitions (created with ``--partitions`` if absent), ``--rate``
 messages per second for ``--seconds``. Every ``--bad``-th message is not a
-reading, to see the dead letters. Needs confluent-kafka (the `kafka`
-extra)."""
+reading, to see the dead letters. SIGTERM or Ctrl-C ends it early: what
+it produced is flushed and counted, as at the end (a container's stop).
+Needs confluent-kafka (the `kafka` extra)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 
 from confluent_kafka import Producer
@@ -41,9 +44,12 @@ def main() -> int:
     else:
         partitions = len(topics[args.topic].partitions)
     producer = Producer({"bootstrap.servers": args.bootstrap, "linger.ms": 5})
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     start = time.time()
     sent = 0
-    while (elapsed := time.time() - start) < args.seconds:
+    while not stop.is_set() and (elapsed := time.time() - start) < args.seconds:
         due = int(elapsed * args.rate)
         while sent < due:
             sent += 1
@@ -55,7 +61,8 @@ def main() -> int:
         producer.poll(0)
         time.sleep(0.005)
     left = producer.flush(10)
-    print(f"produced {sent - left} messages to {args.topic} ({partitions} partitions)")
+    early = ", stopped early" if stop.is_set() else ""
+    print(f"produced {sent - left} messages to {args.topic} ({partitions} partitions{early})", flush=True)
     return 1 if left else 0
 
 

@@ -44,10 +44,41 @@ def test_every_node_is_a_service_that_checks_its_own_health() -> None:
         assert service["healthcheck"]["test"] == ["CMD", "semiactive", "health", f"{name}:{ep.port}"]
         assert f"--name={name}" in service["command"]
         assert any(v.endswith(f"/tls/{name}:/tls:ro") for v in service["volumes"])  # its own key only
-        # Nothing replicates a source or a sink: a restart would not resume them.
-        unreplicated = info.role in (NodeRole.SOURCE, NodeRole.SINK)
-        assert service["restart"] == ("no" if unreplicated else "unless-stopped")
-    assert set(SERVICES["start"]["depends_on"]) == set(CLUSTER.nodes)
+        assert service["restart"] == "unless-stopped"
+        # A source or sink member comes back with --resume (as the standby),
+        # a stage replica as a spare (deploy/entrypoint.sh).
+        edge = info.role in (NodeRole.SOURCE, NodeRole.SINK)
+        again = service.get("environment", {}).get("SEMIACTIVE_RESTART_AS", "spare")
+        assert again == ("resume" if edge else "spare")
+        if edge:  # a standby and the process it stands in for share the run directory (the lock)
+            assert f"${{SEMIACTIVE_STATE:-./runs/deploy}}/run:{dt.RUN_IN_CONTAINER}" in service["volumes"]
+    # The coordinator after every node (a node it never heard from counts as
+    # down 10 s after it started), `start` after the coordinator.
+    assert set(SERVICES["coordinator"]["depends_on"]) == set(CLUSTER.nodes)
+    assert set(SERVICES["start"]["depends_on"]) == set(CLUSTER.nodes) | {"coordinator"}
+
+
+def test_every_source_and_sink_has_a_standby_container() -> None:
+    for stage in CLUSTER.stages.values():
+        if stage.role in ("source", "sink"):
+            assert stage.secondary is not None and stage.secondary in SERVICES
+    assert dt.expected_roles(CLUSTER)["node-0b"] == "standby"
+    assert dt.expected_roles(CLUSTER)["sink-b"] == "standby"
+    assert dt.expected_roles(CLUSTER)["node-0"] == "source"
+
+
+def test_the_broker_and_the_database_are_what_the_config_names() -> None:
+    source = next(s for s in CLUSTER.config.sources if s.name == dt.SOURCE)
+    sink = next(s for s in CLUSTER.config.sinks if s.name == dt.SINK)
+    assert source.kafka is not None and sink.postgres is not None
+    host = source.kafka.bootstrap.split(":")[0]
+    assert host in SERVICES and SERVICES[host]["environment"]["KAFKA_ADVERTISED"] == source.kafka.bootstrap
+    assert SERVICES[host]["environment"]["KAFKA_TOPICS"].split(":")[0] == source.kafka.topic
+    assert "@postgres:5432/results" in sink.postgres.dsn
+    assert SERVICES["postgres"]["environment"]["POSTGRES_DB"] == "results"
+    for service in (dt.SINK, "sink-b", "admin"):
+        assert SERVICES[service]["environment"]["PGPASSFILE"] == "/etc/semiactive/pgpass"
+    assert dt.bad_every(SERVICES) > 0
 
 
 def test_ports_are_published_on_loopback_only() -> None:
@@ -68,7 +99,7 @@ def test_the_test_leaves_out_grafana_and_the_one_off_services() -> None:
     up, checked = dt.services()
     assert "grafana" in SERVICES and "grafana" not in up
     assert {"init", "admin"} & set(up) == set()
-    assert set(checked) == set(up) - {"start"}
+    assert set(checked) == set(up) - {"start", "producer"}
 
 
 def test_missing_tools_names_debian_packages() -> None:
@@ -101,6 +132,29 @@ def test_targets_by_scraped_address() -> None:
     up, down = dt.targets_up(reply)
     assert up == {"node-1:9100": "node-1"}
     assert down == {"node-2:9100": "connection refused", "sink:9100": "unknown"}
+
+
+def test_what_was_produced() -> None:
+    assert dt.produced_count("produced 5 messages to readings (2 partitions)\n") == 5
+    with pytest.raises(dt.DeployTestError):
+        dt.produced_count("Traceback ...")
+    ids = dt.readings(10, 4)
+    assert ids == {1, 2, 3, 5, 6, 7, 9, 10}
+    log = [{"seq": n + 1, "id": i} for n, i in enumerate(sorted(ids))]
+    assert dt.row_log_problems(log, ids) == []
+    assert dt.row_log_problems(log[:-1], ids) == ["1 ids missing (e.g. [10])"]
+    assert dt.row_log_problems([*log, {"seq": 9, "id": 1}], ids) == ["1 ids twice (e.g. [1])"]
+    assert dt.row_log_problems(log[1:], ids)[0] == "its seqs are not 1..N in order"
+    dead = {"messages": 3, "keys": 2, "payloads": [dt.BAD_MESSAGE], "reasons": ["malformed"]}
+    assert dt.dead_letter_problems(dead, 2) == []
+    assert dt.dead_letter_problems(dead, 3) == ["2 distinct dead letters, 3 messages were not readings"]
+
+
+def test_table_problems() -> None:
+    assert dt.TableState(3, 3, 1, 3, 0).problems() == []
+    assert dt.TableState(0, 0, None, None, None).problems() == ["no rows"]
+    assert dt.TableState(4, 3, 1, 3, 0).problems() == ["1 seqs more than once"]
+    assert dt.TableState(3, 3, 2, 4, 0).problems() == ["seqs 2..4: 3 distinct, not 1..N"]
 
 
 def test_status_json_defaults() -> None:
