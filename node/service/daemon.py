@@ -272,23 +272,27 @@ class NodeDaemon:
         """A protected source's or sink's member: wait for the serving lock,
         then serve (at the next epoch, announced, after a dead holder)."""
         stage = standby.stage
-        assert self._group is not None
         # Connected before it waits: a takeover then tells the others, reads
         # and writes at once (measured: 50-100 ms of handshakes otherwise).
-        self._group.create_task(self._connect_peers(), name="connect peers")
-        prepared = None
-        output = None
-        if stage.source is not None:
-            try:
-                prepared = await open_reader(stage.source, stage.name)
-            except UserError as exc:
-                raise StartupError(f"source {stage.name}: {exc}") from None
-        else:
-            output = self._sink_output(stage, self.run_dir)
-            if output is not None:
-                await output.prepare()
-        await standby.until_primary_served(self._status_of)
-        view = await standby.take(self.views)
+        # Outside the node's task group, which would wait at exit for a peer
+        # that never comes up; ended here, at the take or the exit.
+        connecting = asyncio.create_task(self._connect_peers(), name="connect peers")
+        try:
+            prepared = None
+            output = None
+            if stage.source is not None:
+                try:
+                    prepared = await open_reader(stage.source, stage.name)
+                except UserError as exc:
+                    raise StartupError(f"source {stage.name}: {exc}") from None
+            else:
+                output = self._sink_output(stage, self.run_dir)
+                if output is not None:
+                    await output.prepare()
+            await standby.until_primary_served(self._status_of)
+            view = await standby.take(self.views)
+        finally:
+            connecting.cancel()
         detected_at = clock.wall()
         if view is not None:
             self.views.apply(view)
@@ -334,7 +338,7 @@ class NodeDaemon:
         connected (retrying while a node is not up yet)."""
 
         async def ready(node: str) -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError):
+            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError):
                 await self.peers.channel(node).channel_ready()
 
         await asyncio.gather(*(ready(n) for n in self.peers.addresses if n != self.name))
