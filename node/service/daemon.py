@@ -145,6 +145,7 @@ class NodeDaemon:
         self.serving: SourceRole | SinkRole | ReplicaRole | StandbyRole | None = None
         self.link: CoordinatorLink | None = None
         self._group: asyncio.TaskGroup | None = None  # the node's loops (serve())
+        self._served: list[asyncio.Task[None]] = []  # a standby's loops once it serves: ended at exit
         if role in (NodeRole.SOURCE, NodeRole.SINK) and stage is not None and stage.secondary is not None:
             if run_dir is None:
                 raise StartupError(
@@ -319,7 +320,7 @@ class NodeDaemon:
         log.info("%s serves %s %s (epoch %d)", self.name, stage.role, stage.name, epoch)
         assert self._group is not None
         for name, loop in self._role_loops():
-            self._group.create_task(loop, name=name)
+            self._served.append(self._group.create_task(loop, name=name))
         if isinstance(role, SourceRole):
             if standby.t0 is not None:
                 role.start(standby.t0)
@@ -330,8 +331,10 @@ class NodeDaemon:
             # Not awaited: a frozen peer holds its UpdateView for a second;
             # peers that have not heard yet refuse the rows as lagging and
             # are sent them again.
-            self._group.create_task(announce_view(self.peers, self.name, view), name="announce")
-            self._group.create_task(self._report_recovery(stage, detected_at), name="recovery")
+            announce = announce_view(self.peers, self.name, view)
+            self._served.append(self._group.create_task(announce, name="announce"))
+            recovery = self._report_recovery(stage, detected_at)
+            self._served.append(self._group.create_task(recovery, name="recovery"))
 
     async def _connect_peers(self) -> None:
         """Open a channel to every other node and wait until each is
@@ -697,7 +700,7 @@ class NodeDaemon:
                 if self.start_now:
                     self.start(clock.wall())
                 code = await self._until_exit()
-                for task in loops:
+                for task in [*loops, *self._served]:
                     task.cancel()
         except* StartupError as failed:
             # A standby's source or sink that cannot open when it takes the

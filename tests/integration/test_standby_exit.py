@@ -1,6 +1,7 @@
-"""A standby that waits for a peer that never comes up still exits at once
-when told to: its connections made ahead of a takeover are not part of the
-node's loops (a version whose task group waited for them hung on SIGTERM)."""
+"""A member of a protected source whose peers never come up still exits at
+once when told to: a waiting one's connections made ahead of a takeover,
+and a serving one's loops started when it took the lock, end at exit (two
+versions whose task group waited for them hung on SIGTERM)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.slow
 
 
-def test_a_waiting_standby_exits_on_sigterm_though_no_peer_ever_came_up(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["node-0b", "node-0"])
+def test_a_member_exits_on_sigterm_though_no_peer_ever_came_up(tmp_path: Path, name: str) -> None:
+    """node-0b waits (until node-0 has served); node-0, the configured
+    primary, serves at once: both exit on SIGTERM, whatever their loops wait for."""
     config = yaml.safe_load((ROOT / "examples" / "chaos-chain.yaml").read_text())
     config["insecure"] = True
     config["sources"][0]["ha"] = {"secondary": "node-0b"}
@@ -31,16 +35,17 @@ def test_a_waiting_standby_exits_on_sigterm_though_no_peer_ever_came_up(tmp_path
     ports = {n: free_port() for n in names}
     endpoints = {n: {"host": "127.0.0.1", "port": port} for n, port in ports.items()}
     (tmp_path / "endpoints.json").write_text(json.dumps(endpoints))
-    command = [sys.executable, "-m", "semiactive", "node", "--config", str(config_path), "--name", "node-0b"]
+    command = [sys.executable, "-m", "semiactive", "node", "--config", str(config_path), "--name", name]
     command += ["--run-dir", str(tmp_path / "run"), "--endpoints", str(tmp_path / "endpoints.json")]
     node = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        port = ports["node-0b"]
-        wait_until(lambda: listening(port) or node.poll() is not None, timeout=30, what="node-0b listening")
+        port = ports[name]
+        wait_until(lambda: listening(port) or node.poll() is not None, timeout=30, what=f"{name} listening")
         assert node.poll() is None, node.communicate()[0]
         node.send_signal(signal.SIGTERM)
         out, _ = node.communicate(timeout=5)
-        assert "(standby) listening" in out
+        assert "(standby) listening" in out, out
+        assert name == "node-0b" or "serves source node-0" in out, out
     finally:
         if node.poll() is None:
             node.kill()
