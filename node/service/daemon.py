@@ -277,7 +277,7 @@ class NodeDaemon:
         # and writes at once (measured: 50-100 ms of handshakes otherwise).
         # Outside the node's task group, which would wait at exit for a peer
         # that never comes up; ended here, at the take or the exit.
-        connecting = asyncio.create_task(self._connect_peers(), name="connect peers")
+        connecting = asyncio.create_task(self.peers.connect(skip=self.name), name="connect peers")
         try:
             prepared = None
             output = None
@@ -335,16 +335,6 @@ class NodeDaemon:
             self._served.append(self._group.create_task(announce, name="announce"))
             recovery = self._report_recovery(stage, detected_at)
             self._served.append(self._group.create_task(recovery, name="recovery"))
-
-    async def _connect_peers(self) -> None:
-        """Open a channel to every other node and wait until each is
-        connected (retrying while a node is not up yet)."""
-
-        async def ready(node: str) -> None:
-            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError):
-                await self.peers.channel(node).channel_ready()
-
-        await asyncio.gather(*(ready(n) for n in self.peers.addresses if n != self.name))
 
     async def _status_of(self, node: str) -> cpb.NodeStatus | None:
         try:

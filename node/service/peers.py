@@ -3,6 +3,8 @@ notices, view broadcasts, heartbeats)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 
 import grpc
@@ -24,6 +26,17 @@ class Peers:
             channel = self.network.channel(self.addresses[node], node)
             self._channels[node] = channel
         return channel
+
+    async def connect(self, skip: str) -> None:
+        """Open a channel to every node but ``skip`` and wait until each is
+        connected, retrying while a node is not up yet (a standby's, so
+        that its takeover needs no handshake)."""
+
+        async def ready(node: str) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError, grpc.aio.UsageError):
+                await self.channel(node).channel_ready()
+
+        await asyncio.gather(*(ready(n) for n in self.addresses if n != skip))
 
     def data(self, node: str) -> pb_grpc.DataPlaneStub:
         return pb_grpc.DataPlaneStub(self.channel(node))
