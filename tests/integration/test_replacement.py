@@ -62,8 +62,18 @@ def test_the_coordinator_moves_the_join_next_to_its_sources(tmp_path: Path) -> N
     before = [lat for wall, lat in latencies if wall < handover - 0.3]
     after = [lat for wall, lat in latencies if wall > handover + 1.0]
     assert before and after
-    assert statistics.median(before) >= 80  # east -> west -> east: 2 x 40 ms
-    assert statistics.median(after) < 30
+    # East -> west -> east: every row pays 2 x 40 ms, so none arrives sooner.
+    west_floor = 80
+    assert min(before) >= west_floor
+    # Next to its sources the join adds no link latency, so rows arrive in a
+    # few ms; but the cluster's 12 processes keep about 1.7 of a 2-core
+    # machine busy, and a loaded CI machine adds stalls of hundreds of ms
+    # (a median after the move of 41 ms once; 89-113 ms with one core taken
+    # by a busy loop). Rows faster than the west path's floor cannot have
+    # taken it: a quarter of them shows the new path (0 if the join stayed;
+    # 0.84-1.0 measured here, 0.41-0.46 with the busy loop).
+    fast = sum(lat < west_floor for lat in after) / len(after)
+    assert fast >= 0.25, (fast, statistics.median(after))
     # The pause itself is measured by bench/migration_pause.py; this bound
     # catches a stall at the handover (a stop-and-copy, a lost view) and
     # leaves room for a loaded 2-core CI machine, where it once added 125 ms.
