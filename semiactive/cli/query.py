@@ -53,7 +53,10 @@ def register(sub: Subcommands) -> None:
     )
     run.add_argument("--output", help="registered query to print (default: the last one)")
     run.add_argument(
-        "--executor", choices=["dts", "hb"], default="dts", help="time-splitting (default) or heartbeats"
+        "--executor",
+        choices=["dts", "hb", "columnar"],
+        default="dts",
+        help="time-splitting (default), heartbeats, or column batches (see `query check`)",
     )
     run.add_argument("--run-limit", type=int, default=100, help="HB: max consecutive runs of one operator")
     run.add_argument("--window-bounds", choices=WINDOW_BOUNDS, default="closed", help=bounds_help)

@@ -24,6 +24,8 @@ from semiactive.node.connectors.sources import SourceDataError, read_rows
 from semiactive.node.cql import CqlError, compile_program, explain, plan
 from semiactive.node.cql.bounds import WindowBounds
 from semiactive.node.cql.partitioning import check_partitioning
+from semiactive.node.engine.columnar.shape import NotVectorized, describe
+from semiactive.node.engine.columnar.vector_engine import VectorEngine
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine, EvaluationError, InputOrderError
 from semiactive.node.engine.operators.streaming import DelayOp
@@ -68,6 +70,9 @@ def check(
         engine = Engine(program, [name])
         if show_code:
             text += f"\n\n-- generated code of {name} --\n{engine.generated_source or ''}"
+    paths = describe(program)
+    text += "\n\ncolumnar engine (query run --executor columnar):\n"
+    text += "\n".join(f"  {name}: {path}" for name, path in paths.items())
     return text
 
 
@@ -213,8 +218,26 @@ def _runner(program: plan.Program, name: str, executor: str, run_limit: int) -> 
             return HeartbeatEngine(program, [name], run_limit=run_limit), False
         except RecursiveProgramError as exc:
             raise SourceDataError(f"--executor hb: {exc}") from None
+    if executor == "columnar":
+        try:
+            return _ColumnarRunner(VectorEngine(program, [name])), False
+        except NotVectorized as exc:
+            raise SourceDataError(f"--executor columnar: {exc}: it keeps the row engine (dts)") from None
     engine = Engine(program, [name])
     return engine, bool(engine.cut_delays)
+
+
+class _ColumnarRunner:
+    """The columnar engine behind the row engine's element interface."""
+
+    def __init__(self, engine: VectorEngine) -> None:
+        self.engine = engine
+
+    def push(self, name: str, elements: Sequence[Element]) -> None:
+        self.engine.push(name, elements)
+
+    def advance(self, watermark: int) -> dict[str, list[Element]]:
+        return self.engine.advance_elements(watermark)
 
 
 SETTLE_LIMIT_MS = 60_000

@@ -1,0 +1,197 @@
+"""The columnar engine: a program's vectorized queries over column batches.
+
+Same contract as the row engine (:class:`semiactive.node.engine.engine.Engine`):
+inputs are pushed in ts order, :meth:`VectorEngine.advance` says they are
+complete up to a watermark and returns what each requested query produced
+up to it, element for element what the row engine returns. It runs only
+programs whose requested queries are all recognized (:mod:`.shape`), and
+without lineage tracking (its outputs carry lineage 0 as the row engine's
+do then), so an HA stage keeps the row engine for now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
+from semiactive.node.engine.columnar.shape import NotVectorized, VectorQuery, WindowedAggregate, recognize
+from semiactive.node.engine.columnar.vector_exprs import INT64, columns_read, evaluate
+from semiactive.node.engine.columnar.window_aggregate import Evaluated, WindowAggregate
+from semiactive.node.engine.elements import Element
+from semiactive.node.engine.engine import BEFORE_TIME, EvaluationError, LateInputError, UnsortedInputError
+
+
+class _Query:
+    def __init__(self, query: VectorQuery) -> None:
+        self.query = query
+        spec = query.aggregate
+        self.window = (
+            WindowAggregate(spec.calls, rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide)
+            if spec is not None
+            else None
+        )
+        self.last: tuple[object, ...] | None = None  # the aggregate relation's row, if any
+        self.needed = _needed_columns(query)
+
+    def run(self, batch: ColumnBatch, done: int, watermark: int) -> ColumnBatch:
+        for node, needed in zip(self.query.chain, self.needed, strict=True):
+            if not len(batch):
+                break
+            if isinstance(node, plan.Select):
+                keep = np.flatnonzero(evaluate(node.predicate, batch.columns, len(batch)))
+                batch = batch.take_columns(keep, needed, lineage=self.query.aggregate is None)
+            else:
+                n = len(batch)
+                batch = batch.with_columns(
+                    tuple(
+                        evaluate(x, batch.columns, n) if needed is None or i in needed else UNREAD
+                        for i, x in enumerate(node.exprs)
+                    )
+                )
+        spec = self.query.aggregate
+        if spec is None or self.window is None:
+            return batch
+        n = len(batch)
+        args = [
+            evaluate(call.arg, batch.columns, n) if call.arg is not None else np.empty(n, dtype=np.int64)
+            for call in spec.calls
+        ]
+        evaluated = self.window.advance(batch.ts, args, done, watermark)
+        return self._to_stream(spec, evaluated)
+
+    def _to_stream(self, spec: WindowedAggregate, ev: Evaluated) -> ColumnBatch:
+        columns = ev.columns
+        if spec.project is not None:
+            columns = tuple(evaluate(x, ev.columns, len(ev.ts)) for x in spec.project)
+        if not len(ev.ts):
+            return ColumnBatch.empty(len(columns))
+        # Compare each instant's row with the one before (the carried row
+        # first): the relation changed where the presence or a value did.
+        present = ev.present
+        rows = len(ev.ts)
+        differs = np.zeros(rows, dtype=bool)
+        for column in columns:
+            differs[1:] |= np.asarray(column[1:] != column[:-1], dtype=bool)
+        differs[1:] |= present[1:] != present[:-1]
+        was = np.empty(rows, dtype=bool)
+        was[0] = self.last is not None
+        was[1:] = present[:-1]
+        first = tuple(c[0].item() if hasattr(c[0], "item") else c[0] for c in columns)
+        differs[0] = bool(present[0]) != was[0] or (was[0] and first != self.last)
+        if spec.stream_op is plan.StreamOp.DSTREAM:
+            emit = was & differs
+            # The row that left: the one before (the carried row at index 0).
+            index = np.flatnonzero(emit)
+            out_cols = tuple(_previous(c, index, self.last, k) for k, c in enumerate(columns))
+        else:  # ISTREAM, and RSTREAM of a one-row relation: the new row when it changed
+            index = np.flatnonzero(present & differs)
+            out_cols = tuple(c[index] for c in columns)
+        last_present = np.flatnonzero(present)
+        if present[-1]:
+            at = rows - 1
+            self.last = tuple(c[at].item() if hasattr(c[at], "item") else c[at] for c in columns)
+        elif len(last_present) or self.last is not None:
+            self.last = None
+        ts = ev.ts[index]
+        return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
+
+
+def _needed_columns(query: VectorQuery) -> list[set[int] | None]:
+    """For each step of the chain, the columns of its output that later
+    steps read (None: all, the query's output): a selection copies only
+    those."""
+    spec = query.aggregate
+    after: set[int] | None = None
+    if spec is not None:
+        after = set().union(*(columns_read(c.arg) for c in spec.calls if c.arg is not None))
+    needed: list[set[int] | None] = []
+    for node in reversed(query.chain):
+        needed.append(after)
+        if isinstance(node, plan.Project):
+            exprs = node.exprs if after is None else [node.exprs[i] for i in sorted(after)]
+            after = set().union(*(columns_read(x) for x in exprs))
+        elif after is not None:
+            after = after | columns_read(node.predicate)
+    return list(reversed(needed))
+
+
+def _previous(column: Array, index: Int64s, carried: tuple[object, ...] | None, k: int) -> Array:
+    out = column[np.maximum(index - 1, 0)].copy()
+    if len(index) and index[0] == 0:
+        assert carried is not None
+        value = carried[k]
+        if out.dtype == np.int64 and type(value) is int and not INT64[0] <= value <= INT64[1]:
+            out = out.astype(object)
+        out[0] = value
+    return out
+
+
+class VectorEngine:
+    def __init__(self, program: plan.Program, outputs: Sequence[str] | None = None) -> None:
+        names = list(outputs) if outputs else [program.last_query]
+        unknown = [n for n in names if n not in program.queries]
+        if unknown:
+            raise KeyError(f"no registered query named {', '.join(unknown)}")
+        self.queries: dict[str, _Query] = {}
+        for name in names:
+            try:
+                self.queries[name] = _Query(recognize(program.queries[name]))
+            except NotVectorized as exc:
+                raise NotVectorized(f"query {name}: {exc}") from None
+        self.widths = {name: len(decl.schema.columns) for name, decl in program.inputs.items()}
+        self.pending: dict[str, ColumnBatch] = {}
+        self.time = BEFORE_TIME
+
+    def push(self, name: str, batch: ColumnBatch | Sequence[Element]) -> None:
+        """Queue a batch of input ``name`` (columns, or the row engine's
+        elements): sorted by ts, after :attr:`time`, none before what the
+        input already queued."""
+        if name not in self.widths:
+            raise KeyError(f"the program has no input named {name!r}")
+        if not isinstance(batch, ColumnBatch):
+            batch = ColumnBatch.from_elements(batch, self.widths[name])
+        if not len(batch):
+            return
+        first = int(batch.ts[0])
+        if first <= self.time:
+            raise LateInputError(
+                f"input {name}: tuple at ts={first} arrived after instant {self.time} was processed"
+            )
+        queued = self.pending.get(name)
+        if queued is not None and len(queued) and first < int(queued.ts[-1]):
+            raise UnsortedInputError(
+                f"input {name}: tuple at ts={first} arrived after one at ts={int(queued.ts[-1])}"
+            )
+        if len(batch) > 1 and bool(np.any(batch.ts[1:] < batch.ts[:-1])):
+            raise UnsortedInputError(f"input {name}: timestamps decrease within a batch")
+        self.pending[name] = concat(queued, batch) if queued is not None else batch
+
+    def advance(self, watermark: int) -> dict[str, ColumnBatch]:
+        """Process every instant up to ``watermark``; each requested query's
+        output produced on the way."""
+        if watermark <= self.time:
+            return {name: ColumnBatch.empty(0) for name in self.queries}
+        ready: dict[str, ColumnBatch] = {}
+        for name, queued in self.pending.items():
+            cut = int(np.searchsorted(queued.ts, watermark, side="right"))
+            ready[name] = queued.take(slice(0, cut))  # type: ignore[arg-type]
+            self.pending[name] = queued.take(slice(cut, None))  # type: ignore[arg-type]
+        out: dict[str, ColumnBatch] = {}
+        for name, query in self.queries.items():
+            source = query.query.input
+            batch = ready.get(source) or ColumnBatch.empty(self.widths[source])
+            try:
+                out[name] = query.run(batch, self.time, watermark)
+            except (ArithmeticError, ValueError) as exc:  # as the row engine: an int too large for a float
+                raise EvaluationError(
+                    f"cannot evaluate the program up to instant {watermark}: {exc}"
+                ) from exc
+        self.time = watermark
+        return out
+
+    def advance_elements(self, watermark: int) -> dict[str, list[Element]]:
+        """:meth:`advance` as the row engine's element lists."""
+        return {name: batch.to_elements() for name, batch in self.advance(watermark).items()}

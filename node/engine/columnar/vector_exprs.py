@@ -1,0 +1,153 @@
+"""CQL expressions evaluated over whole columns, with the row engine's results.
+
+The row engine computes in Python, whose integers do not overflow; numpy's
+int64 does. So before an integer ``+ - *`` the operands' ranges (their
+smallest and largest values) bound the result: inside int64 it runs on
+int64 arrays, outside on object arrays of Python ints, exact either way.
+A comparison of an integer with a float converts the integer to float in
+numpy, which is exact only below 2**53: beyond it the comparison runs on
+Python objects too. Division, modulo, CASE and anything that can be NULL
+keep the row engine (:func:`unsupported`)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import Array
+
+INT64 = (-(2**63), 2**63 - 1)
+EXACT_FLOAT = 2**53
+
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<>": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+def unsupported(expr: plan.Expr) -> str | None:
+    """Why ``expr`` has no vectorized form, or None when it has one."""
+    if isinstance(expr, plan.ColRef):
+        return "a nullable column" if expr.nullable else None
+    if isinstance(expr, plan.Literal):
+        return None
+    if isinstance(expr, plan.Arith):
+        if expr.op not in _ARITH:
+            return f"'{expr.op}' (division and modulo can be NULL)"
+        if expr.nullable:
+            return "an expression that can be NULL"
+        return unsupported(expr.left) or unsupported(expr.right)
+    if isinstance(expr, plan.Negate):
+        return "an expression that can be NULL" if expr.nullable else unsupported(expr.operand)
+    if isinstance(expr, plan.Compare):
+        if expr.op not in _COMPARE:
+            return f"comparison '{expr.op}'"
+        return unsupported(expr.left) or unsupported(expr.right)
+    if isinstance(expr, plan.BoolOp):
+        return next((r for r in map(unsupported, expr.operands) if r), None)
+    if isinstance(expr, plan.Not):
+        return unsupported(expr.operand)
+    return type(expr).__name__.upper()
+
+
+def columns_read(expr: plan.Expr) -> set[int]:
+    """The column positions ``expr`` reads."""
+    if isinstance(expr, plan.ColRef):
+        return {expr.index}
+    children: tuple[plan.Expr, ...] = ()
+    if isinstance(expr, plan.Arith | plan.Compare):
+        children = (expr.left, expr.right)
+    elif isinstance(expr, plan.Negate | plan.Not):
+        children = (expr.operand,)
+    elif isinstance(expr, plan.BoolOp):
+        children = expr.operands
+    return set().union(*(columns_read(c) for c in children))
+
+
+def evaluate(expr: plan.Expr, columns: Sequence[Array], n: int) -> Array:
+    """The values of ``expr`` over ``n`` rows given as ``columns``."""
+    if isinstance(expr, plan.ColRef):
+        return columns[expr.index]
+    if isinstance(expr, plan.Literal):
+        return _literal(expr.value, n)
+    if isinstance(expr, plan.Arith):
+        return _arith(_ARITH[expr.op], evaluate(expr.left, columns, n), evaluate(expr.right, columns, n))
+    if isinstance(expr, plan.Negate):
+        value = evaluate(expr.operand, columns, n)
+        if value.dtype == np.int64 and n and int(value.min()) == INT64[0]:
+            value = value.astype(object)
+        return -value  # type: ignore[no-any-return]
+    if isinstance(expr, plan.Compare):
+        left, right = _comparable(evaluate(expr.left, columns, n), evaluate(expr.right, columns, n))
+        return np.asarray(_COMPARE[expr.op](left, right), dtype=bool)
+    if isinstance(expr, plan.BoolOp):
+        combine = np.logical_and if expr.op.lower() == "and" else np.logical_or
+        values = [evaluate(o, columns, n) for o in expr.operands]
+        out = values[0]
+        for v in values[1:]:
+            out = combine(out, v)
+        return out
+    if isinstance(expr, plan.Not):
+        return np.logical_not(evaluate(expr.operand, columns, n))
+    raise TypeError(f"no vectorized form for {expr!r}")
+
+
+def _literal(value: int | float | str, n: int) -> Array:
+    if type(value) is int:
+        dtype: Any = np.int64 if INT64[0] <= value <= INT64[1] else object
+        return np.full(n, value, dtype=dtype)
+    if type(value) is float:
+        return np.full(n, value, dtype=np.float64)
+    out = np.empty(n, dtype=object)
+    out[:] = value
+    return out
+
+
+def bounds(values: Array) -> tuple[int, int] | None:
+    """The smallest and largest value of an integer column (None if empty or
+    not integer)."""
+    if not len(values):
+        return None
+    if values.dtype == np.int64:
+        return int(values.min()), int(values.max())
+    if values.dtype == object and all(type(v) is int for v in values.tolist()):
+        return int(min(values)), int(max(values))
+    return None
+
+
+def _arith(op: Callable[[Any, Any], Any], left: Array, right: Array) -> Array:
+    if left.dtype == np.int64 and right.dtype == np.int64 and len(left):
+        a, b = bounds(left), bounds(right)
+        assert a is not None and b is not None
+        corners = [op(x, y) for x in a for y in b]
+        if min(corners) < INT64[0] or max(corners) > INT64[1]:
+            left, right = left.astype(object), right.astype(object)
+    elif left.dtype == object or right.dtype == object:
+        left, right = left.astype(object), right.astype(object)
+    return np.asarray(op(left, right))
+
+
+def _comparable(left: Array, right: Array) -> tuple[Array, Array]:
+    """Operands numpy compares as Python would: as objects when one is an
+    integer beyond float's exact range and the other a float, or when either
+    is already an object array."""
+    kinds = {left.dtype.kind, right.dtype.kind}
+    if "O" in kinds:
+        return left.astype(object), right.astype(object)
+    if kinds == {"i", "f"}:
+        ints = left if left.dtype.kind == "i" else right
+        b = bounds(ints)
+        if b is not None and (b[0] < -EXACT_FLOAT or b[1] > EXACT_FLOAT):
+            return left.astype(object), right.astype(object)
+    return left, right

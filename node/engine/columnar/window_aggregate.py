@@ -1,0 +1,160 @@
+"""An aggregate without GROUP BY over a window, evaluated at every instant
+where the window changes, from prefix sums and range minima.
+
+The row engine moves each tuple into and out of the window as a change and
+updates the aggregate per change. Here the window at instant t is an index
+range ``[lo, hi)`` of the tuples seen (they arrive in ts order), so that
+
+- COUNT is ``hi - lo``, SUM a difference of prefix sums, AVG their ratio;
+- MIN / MAX a lookup in a sparse table of range minima (log2 levels);
+
+and only the instants at which the window's content changes are evaluated:
+a ``[Rows N Slide M]`` at every M-th tuple, a ``[Range T Slide L]`` at the
+multiples of L where a tuple enters (first multiple >= ts) or leaves (first
+multiple > ts + T). ``[Now]`` is ``[Range 0]``. An empty window has no row.
+
+Tuples that may still be in a later window are carried to the next call;
+results are the row engine's (the differential tests compare them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.vector_exprs import EXACT_FLOAT, INT64
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """The aggregate's row at each instant the window changed: ``ts``
+    (increasing), ``present`` (the window was not empty) and one array per
+    aggregate."""
+
+    ts: Int64s
+    present: np.ndarray
+    columns: tuple[Array, ...]
+
+
+class WindowAggregate:
+    """``calls`` over ``[Rows rows Slide slide]`` (``rows`` set) or
+    ``[Range range_ms Slide slide]``; fed the aggregates' argument columns."""
+
+    def __init__(self, calls: Sequence[plan.AggCall], *, rows: int | None, range_ms: int, slide: int) -> None:
+        self.calls = list(calls)
+        self.rows = rows
+        self.range_ms = range_ms
+        self.slide = max(1, slide)
+        self.ts: Int64s = np.empty(0, dtype=np.int64)
+        self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
+        self.pending = 0  # Rows with a slide: tuples since the last boundary
+
+    def advance(self, ts: Int64s, args: Sequence[Array], done: int, watermark: int) -> Evaluated:
+        """Add tuples ``ts`` (all in ``(done, watermark]``) with their
+        argument values, and evaluate every instant in ``(done, watermark]``."""
+        carried = len(self.ts)
+        all_ts = np.concatenate((self.ts, ts)) if carried else ts
+        all_args = [_join(a, b) for a, b in zip(self.args, args, strict=True)]
+        if self.rows is not None:
+            at, lo, hi = self._rows_windows(all_ts, carried)
+            keep_from = max(0, len(all_ts) - self.rows)
+        else:
+            at, lo, hi = self._range_windows(all_ts, done, watermark)
+            leave = (all_ts + self.range_ms) // self.slide * self.slide + self.slide
+            keep_from = int(np.searchsorted(leave, watermark, side="right"))
+        columns = tuple(
+            self._aggregate(call, values, lo, hi) for call, values in zip(self.calls, all_args, strict=True)
+        )
+        self.ts = all_ts[keep_from:]
+        self.args = [a[keep_from:] for a in all_args]
+        return Evaluated(at, hi > lo, columns)
+
+    def _rows_windows(self, ts: Int64s, carried: int) -> tuple[Int64s, Int64s, Int64s]:
+        new = len(ts) - carried
+        assert self.rows is not None
+        first = (self.slide - self.pending - 1) % self.slide  # the first new boundary
+        ends = np.arange(carried + first, len(ts), self.slide, dtype=np.int64) + 1
+        self.pending = (self.pending + new) % self.slide
+        # Several boundaries at one instant: the relation is the last one's.
+        at = ts[ends - 1]
+        last = np.ones(len(at), dtype=bool)
+        last[:-1] = at[1:] != at[:-1]
+        ends = ends[last]
+        return at[last], np.maximum(ends - self.rows, 0), ends
+
+    def _range_windows(self, ts: Int64s, done: int, watermark: int) -> tuple[Int64s, Int64s, Int64s]:
+        slide, life = self.slide, self.range_ms
+        enter = -(-ts // slide) * slide  # carried tuples may enter later too
+        leave = (ts + life) // slide * slide + slide
+        times = np.concatenate((enter, leave))
+        at = np.unique(times[(times > done) & (times <= watermark)])
+        lo = np.searchsorted(ts, at - life, side="left").astype(np.int64)
+        hi = np.searchsorted(ts, at, side="right").astype(np.int64)
+        return at.astype(np.int64), lo, hi
+
+    def _aggregate(self, call: plan.AggCall, values: Array, lo: Int64s, hi: Int64s) -> Array:
+        count = hi - lo
+        if call.func is plan.AggFunc.COUNT:
+            return count
+        if call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+            return range_extreme(values, lo, hi, largest=call.func is plan.AggFunc.MAX)
+        sums = _window_sums(values, lo, hi)
+        if call.func is plan.AggFunc.SUM:
+            return sums
+        present = count > 0
+        out = np.zeros(len(count), dtype=np.float64)
+        if sums.dtype == np.int64 and (not len(sums) or int(np.abs(sums).max()) <= EXACT_FLOAT):
+            np.divide(sums, count, out=out, where=present)
+            return out
+        # Past 2**53 a sum is no longer exact as a float: divide as Python does.
+        return np.array([s / c if c else 0.0 for s, c in zip(sums.tolist(), count.tolist(), strict=True)])
+
+
+def _join(a: Array, b: Array) -> Array:
+    if not len(a):
+        return b
+    if a.dtype != b.dtype:
+        return np.concatenate((a.astype(object), b.astype(object)))
+    return np.concatenate((a, b))
+
+
+def _window_sums(values: Array, lo: Int64s, hi: Int64s) -> Array:
+    """``sum(values[lo:hi])`` for each window: int64 prefix sums while no
+    partial sum can pass int64, else Python ints."""
+    if values.dtype == np.int64 and len(values):
+        largest = max(-int(values.min()), int(values.max()))  # np.abs(-2**63) overflows
+        if largest * len(values) >= INT64[1]:
+            values = values.astype(object)
+    prefix = np.concatenate((np.zeros(1, dtype=values.dtype), np.cumsum(values)))
+    return prefix[hi] - prefix[lo]  # type: ignore[no-any-return]
+
+
+def range_extreme(values: Array, lo: Int64s, hi: Int64s, *, largest: bool) -> Array:
+    """``min`` (or ``max``) of ``values[lo:hi]`` for each non-empty window
+    (0 for an empty one), from a sparse table: level k holds the extreme of
+    every run of 2**k values, and a window is the overlap of two runs."""
+    pick = np.maximum if largest else np.minimum
+    out = np.zeros(len(lo), dtype=values.dtype)
+    length = hi - lo
+    if not len(values) or not len(lo):
+        return out
+    widest = int(length.max())
+    levels = [values]
+    while (1 << len(levels)) <= widest:
+        span = 1 << (len(levels) - 1)
+        prev = levels[-1]
+        levels.append(pick(prev[:-span], prev[span:]))
+    present = length > 0
+    k = np.zeros(len(lo), dtype=np.int64)
+    k[present] = np.floor(np.log2(length[present])).astype(np.int64)
+    for level in np.unique(k[present]):
+        rows = np.flatnonzero(present & (k == level))
+        table = levels[int(level)]
+        start = lo[rows]
+        end = hi[rows] - (1 << int(level))
+        out[rows] = pick(table[start], table[end])
+    return out
