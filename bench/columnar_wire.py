@@ -9,6 +9,8 @@ choose the column representation by measurement).
   comprehension filter, ``Struct.pack`` per row);
 - numpy: the bytes read in place as a structured array (no copy), a
   boolean mask, the kept records written with one ``tobytes``;
+- columnar engine: the project's :class:`ColumnCodec` and the columnar
+  engine's selection (what a stage would run);
 - arrow: the numpy columns wrapped as Arrow arrays, filtered with
   ``pyarrow.compute``, written back through numpy (Arrow has no reader of
   fixed-size row records).
@@ -75,6 +77,31 @@ def hop_numpy(blobs: list[bytes]) -> list[bytes]:
     return sent
 
 
+def hop_columnar(blobs: list[bytes]) -> list[bytes]:
+    """The project's code: ColumnCodec in and out, the columnar engine's
+    selection between."""
+    from semiactive.node.cql import compile_program
+    from semiactive.node.engine.columnar.vector_engine import VectorEngine
+    from semiactive.node.sections.column_codec import ColumnCodec
+
+    program = compile_program(
+        "REGISTER STREAM S (id integer, val integer, pad char(20));\n"
+        "REGISTER QUERY kept AS SELECT * FROM S WHERE val >= 0;\n"
+    )
+    engine = VectorEngine(program, ["kept"])
+    codec = ColumnCodec(SCHEMA)
+    sent = []
+    seq = 1
+    for blob in blobs:
+        count = len(blob) // codec.row_size
+        batch = codec.decode(blob, seq, count)
+        assert batch is not None
+        seq += count
+        engine.push("S", batch)
+        sent.append(codec.encode(engine.advance(int(batch.ts[-1]))["kept"]))
+    return sent
+
+
 def hop_arrow(blobs: list[bytes]) -> list[bytes]:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -118,7 +145,7 @@ def main() -> int:
     )
     base_s, expected = best(hop_rows, blobs, args.repeat)
     print(f"rows  (today):   {args.rows / base_s:>14,.0f} rows/s")
-    for name, hop in (("numpy", hop_numpy), ("arrow", hop_arrow)):
+    for name, hop in (("numpy", hop_numpy), ("columnar engine", hop_columnar), ("arrow", hop_arrow)):
         seconds, sent = best(hop, blobs, args.repeat)
         same = sent == expected
         print(

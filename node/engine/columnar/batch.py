@@ -73,7 +73,7 @@ class ColumnBatch:
         floats, not numpy scalars, so they compare and encode alike)."""
         if not len(self):
             return []
-        values = [c.tolist() for c in self.columns]
+        values = [_python_values(c) for c in self.columns]
         ones = [1] * len(self)
         return list(zip(self.ts.tolist(), self.lin.tolist(), ones, *values, strict=True))
 
@@ -91,6 +91,15 @@ class ColumnBatch:
 
     def with_columns(self, columns: tuple[Array, ...]) -> ColumnBatch:
         return ColumnBatch(self.ts, self.lin, columns)
+
+
+def _python_values(column: Array) -> list[Any]:
+    """Python values of a column; a char column read off the wire holds
+    NUL-padded bytes (numpy drops the padding), text in the row engine."""
+    values = column.tolist()
+    if column.dtype.kind == "S":
+        return [v.decode("utf-8", "replace") for v in values]
+    return values  # type: ignore[no-any-return]
 
 
 def concat(first: ColumnBatch, second: ColumnBatch) -> ColumnBatch:

@@ -53,6 +53,8 @@ def unsupported(expr: plan.Expr) -> str | None:
     if isinstance(expr, plan.Compare):
         if expr.op not in _COMPARE:
             return f"comparison '{expr.op}'"
+        if {expr.left.type.name, expr.right.type.name} & {plan.TypeName.CHAR, plan.TypeName.BYTE}:
+            return "a comparison of text"
         return unsupported(expr.left) or unsupported(expr.right)
     if isinstance(expr, plan.BoolOp):
         return next((r for r in map(unsupported, expr.operands) if r), None)
