@@ -5,9 +5,10 @@ A query runs vectorized when it is, from its input up,
 - a stream ``S`` under any chain of selections and projections (a
   stateless stream query), or
 - that chain under a ``[Rows N [Slide M]]``, ``[Range T [Slide L]]`` or
-  ``[Now]`` window, an aggregate without GROUP BY of COUNT, integer SUM /
-  AVG and integer MIN / MAX, optionally a projection of the aggregates, and
-  ISTREAM, DSTREAM or RSTREAM on top;
+  ``[Now]`` window, an aggregate of COUNT, integer SUM / AVG and integer
+  MIN / MAX, optionally a projection of the aggregates, and ISTREAM,
+  DSTREAM or RSTREAM on top; with a GROUP BY whose keys are all selected,
+  ISTREAM or DSTREAM;
 
 and every expression in it has a vectorized form
 (:func:`vector_exprs.unsupported`). Anything else keeps the row engine;
@@ -30,8 +31,9 @@ class WindowedAggregate:
     range_ms: int
     slide: int
     calls: tuple[plan.AggCall, ...]
-    project: tuple[plan.Expr, ...] | None  # over the aggregates' columns
+    project: tuple[plan.Expr, ...] | None  # over the aggregate's columns: the keys, then the calls
     stream_op: plan.StreamOp
+    group_by: tuple[plan.Expr, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def _windowed(node: plan.ToStream) -> VectorQuery:
     if not isinstance(below, plan.Aggregate):
         raise NotVectorized(f"{node.op.value.upper()} over {type(below).__name__} (only over an aggregate)")
     if below.group_by:
-        raise NotVectorized("GROUP BY")
+        _check_groups(below.group_by, project, node.op)
     window = plan.resolve(below.child)
     if not isinstance(window, plan.Window):
         raise NotVectorized("an aggregate over something else than a window")
@@ -78,8 +80,25 @@ def _windowed(node: plan.ToStream) -> VectorQuery:
     for call in below.aggregates:
         _check_call(call)
     name, chain = _chain(plan.resolve(window.child))
-    aggregate = WindowedAggregate(rows, range_ms, slide, below.aggregates, project, node.op)
+    aggregate = WindowedAggregate(rows, range_ms, slide, below.aggregates, project, node.op, below.group_by)
     return VectorQuery(name, chain, aggregate)
+
+
+def _check_groups(
+    group_by: tuple[plan.Expr, ...], project: tuple[plan.Expr, ...] | None, op: plan.StreamOp
+) -> None:
+    """A GROUP BY runs vectorized when every key is in the SELECT list: then
+    each group's row differs from every other's, and the stream operator
+    decides group by group (without, two groups' rows could cancel)."""
+    for expr in group_by:
+        _check(expr)
+    if op is plan.StreamOp.RSTREAM:
+        raise NotVectorized("RSTREAM of a GROUP BY (the whole relation at each change)")
+    if project is None:
+        return  # the aggregate's own row: the keys, then the calls
+    selected = {x.index for x in project if isinstance(x, plan.ColRef)}
+    if not set(range(len(group_by))) <= selected:
+        raise NotVectorized("a GROUP BY key missing from the SELECT list")
 
 
 def _window(spec: plan.WindowSpec) -> tuple[int | None, int, int]:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from semiactive.node.cql import plan
-from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
+from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, column_of, concat
+from semiactive.node.engine.columnar.grouped_window_aggregate import GroupedEvaluated, GroupedWindowAggregate
 from semiactive.node.engine.columnar.shape import NotVectorized, VectorQuery, WindowedAggregate, recognize
 from semiactive.node.engine.columnar.vector_exprs import INT64, columns_read, evaluate
 from semiactive.node.engine.columnar.window_aggregate import Evaluated, WindowAggregate
@@ -28,11 +29,17 @@ class _Query:
     def __init__(self, query: VectorQuery) -> None:
         self.query = query
         spec = query.aggregate
-        self.window = (
-            WindowAggregate(spec.calls, rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide)
-            if spec is not None
-            else None
-        )
+        self.window: WindowAggregate | None = None
+        self.grouped: GroupedWindowAggregate | None = None
+        self.groups: dict[tuple[object, ...], tuple[object, ...]] = {}  # key -> its row, grouped
+        if spec is not None and spec.group_by:
+            self.grouped = GroupedWindowAggregate(
+                spec.calls, len(spec.group_by), rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide
+            )
+        elif spec is not None:
+            self.window = WindowAggregate(
+                spec.calls, rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide
+            )
         self.last: tuple[object, ...] | None = None  # the aggregate relation's row, if any
         self.needed = _needed_columns(query)
 
@@ -52,15 +59,65 @@ class _Query:
                     )
                 )
         spec = self.query.aggregate
-        if spec is None or self.window is None:
+        if spec is None:
             return batch
         n = len(batch)
         args = [
             evaluate(call.arg, batch.columns, n) if call.arg is not None else np.empty(n, dtype=np.int64)
             for call in spec.calls
         ]
-        evaluated = self.window.advance(batch.ts, args, done, watermark)
-        return self._to_stream(spec, evaluated)
+        if self.grouped is not None:
+            keys = [evaluate(x, batch.columns, n) for x in spec.group_by]
+            return self._grouped_to_stream(spec, self.grouped.advance(batch.ts, keys, args, done, watermark))
+        assert self.window is not None
+        return self._to_stream(spec, self.window.advance(batch.ts, args, done, watermark))
+
+    def _grouped_to_stream(self, spec: WindowedAggregate, ev: GroupedEvaluated) -> ColumnBatch:
+        """Each touched group's new row where it changed (ISTREAM), or its
+        old row (DSTREAM); a group's previous row is its previous query's
+        here, else the one kept from before."""
+        n = len(ev.ts)
+        columns = (*ev.keys, *ev.columns)
+        if spec.project is not None:
+            columns = tuple(evaluate(x, columns, n) for x in spec.project)
+        if not n:
+            return ColumnBatch.empty(len(columns))
+        previous, present = ev.previous, ev.present
+        inside = previous >= 0
+        had = np.zeros(n, dtype=bool)
+        had[inside] = present[previous[inside]]
+        same = np.zeros(n, dtype=bool)
+        same[inside] = True
+        for column in columns:
+            same[inside] &= np.asarray(column[inside] == column[previous[inside]], dtype=bool)
+        keys = [k.tolist() for k in ev.keys]
+        rows = list(zip(*(_python(c) for c in columns), strict=True))
+        kept: dict[int, tuple[object, ...] | None] = {}
+        for i in np.flatnonzero(~inside).tolist():
+            key = tuple(k[i] for k in keys)
+            old = self.groups.get(key)
+            kept[i] = old
+            had[i] = old is not None
+            same[i] = old == rows[i]
+        if spec.stream_op is plan.StreamOp.DSTREAM:
+            emit = np.flatnonzero(had & ~(present & same))
+            out = [rows[previous[i]] if previous[i] >= 0 else kept[i] for i in emit.tolist()]
+        else:
+            emit = np.flatnonzero(present & ~(had & same))
+            out = [rows[i] for i in emit.tolist()]
+        last_of_group = np.ones(n, dtype=bool)
+        last_of_group[previous[inside]] = False
+        for i in np.flatnonzero(last_of_group).tolist():
+            key = tuple(k[i] for k in keys)
+            if present[i]:
+                self.groups[key] = rows[i]
+            else:
+                self.groups.pop(key, None)
+        ts = ev.ts[emit]
+        if not out:
+            return ColumnBatch.empty(len(columns)).with_columns(tuple(c[:0] for c in columns))
+        out_cols = tuple(column_of(list(v)) for v in zip(*out, strict=True))
+        return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
 
     def _to_stream(self, spec: WindowedAggregate, ev: Evaluated) -> ColumnBatch:
         columns = ev.columns
@@ -99,6 +156,10 @@ class _Query:
         return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
 
 
+def _python(column: Array) -> list[object]:
+    return column.tolist()  # type: ignore[no-any-return]
+
+
 def _needed_columns(query: VectorQuery) -> list[set[int] | None]:
     """For each step of the chain, the columns of its output that later
     steps read (None: all, the query's output): a selection copies only
@@ -106,7 +167,10 @@ def _needed_columns(query: VectorQuery) -> list[set[int] | None]:
     spec = query.aggregate
     after: set[int] | None = None
     if spec is not None:
-        after = set().union(*(columns_read(c.arg) for c in spec.calls if c.arg is not None))
+        after = set().union(
+            *(columns_read(c.arg) for c in spec.calls if c.arg is not None),
+            *(columns_read(x) for x in spec.group_by),
+        )
     needed: list[set[int] | None] = []
     for node in reversed(query.chain):
         needed.append(after)

@@ -58,7 +58,7 @@ class WindowAggregate:
         argument values, and evaluate every instant in ``(done, watermark]``."""
         carried = len(self.ts)
         all_ts = np.concatenate((self.ts, ts)) if carried else ts
-        all_args = [_join(a, b) for a, b in zip(self.args, args, strict=True)]
+        all_args = [join(a, b) for a, b in zip(self.args, args, strict=True)]
         if self.rows is not None:
             at, lo, hi = self._rows_windows(all_ts, carried)
             keep_from = max(0, len(all_ts) - self.rows)
@@ -67,7 +67,7 @@ class WindowAggregate:
             leave = (all_ts + self.range_ms) // self.slide * self.slide + self.slide
             keep_from = int(np.searchsorted(leave, watermark, side="right"))
         columns = tuple(
-            self._aggregate(call, values, lo, hi) for call, values in zip(self.calls, all_args, strict=True)
+            aggregate(call, values, lo, hi) for call, values in zip(self.calls, all_args, strict=True)
         )
         self.ts = all_ts[keep_from:]
         self.args = [a[keep_from:] for a in all_args]
@@ -96,30 +96,31 @@ class WindowAggregate:
         hi = np.searchsorted(ts, at, side="right").astype(np.int64)
         return at.astype(np.int64), lo, hi
 
-    def _aggregate(self, call: plan.AggCall, values: Array, lo: Int64s, hi: Int64s) -> Array:
-        count = hi - lo
-        if call.func is plan.AggFunc.COUNT:
-            return count
-        if call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
-            return range_extreme(values, lo, hi, largest=call.func is plan.AggFunc.MAX)
-        sums = _window_sums(values, lo, hi)
-        if call.func is plan.AggFunc.SUM:
-            return sums
-        present = count > 0
-        out = np.zeros(len(count), dtype=np.float64)
-        if sums.dtype == np.int64 and (not len(sums) or int(np.abs(sums).max()) <= EXACT_FLOAT):
-            np.divide(sums, count, out=out, where=present)
-            return out
-        # Past 2**53 a sum is no longer exact as a float: divide as Python does.
-        return np.array([s / c if c else 0.0 for s, c in zip(sums.tolist(), count.tolist(), strict=True)])
 
-
-def _join(a: Array, b: Array) -> Array:
+def join(a: Array, b: Array) -> Array:
     if not len(a):
         return b
     if a.dtype != b.dtype:
         return np.concatenate((a.astype(object), b.astype(object)))
     return np.concatenate((a, b))
+
+
+def aggregate(call: plan.AggCall, values: Array, lo: Int64s, hi: Int64s) -> Array:
+    """``call`` over ``values[lo:hi]`` for each window (0 where empty)."""
+    count = hi - lo
+    if call.func is plan.AggFunc.COUNT:
+        return count
+    if call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+        return range_extreme(values, lo, hi, largest=call.func is plan.AggFunc.MAX)
+    sums = _window_sums(values, lo, hi)
+    if call.func is plan.AggFunc.SUM:
+        return sums
+    out = np.zeros(len(count), dtype=np.float64)
+    if sums.dtype == np.int64 and (not len(sums) or max(-int(sums.min()), int(sums.max())) <= EXACT_FLOAT):
+        np.divide(sums, count, out=out, where=count > 0)
+        return out
+    # Past 2**53 a sum is no longer exact as a float: divide as Python does.
+    return np.array([s / c if c else 0.0 for s, c in zip(sums.tolist(), count.tolist(), strict=True)])
 
 
 def _window_sums(values: Array, lo: Int64s, hi: Int64s) -> Array:

@@ -1,0 +1,197 @@
+"""A GROUP BY over a window, evaluated for every (instant, group) the
+window's changes touch.
+
+The row engine applies each change of the window (a tuple leaving, a tuple
+entering) to its group, and at the end of an instant emits the changed
+groups, in the order the instant first touched them: the leaving tuples'
+groups (oldest first), then the entering ones'. Here every tuple's leave
+and enter are events at an instant; sorted as the row engine meets them and
+reduced to the first (instant, group) pairs, they are the queries, in the
+row engine's output order. A group's content at instant t is a contiguous
+run once the tuples are sorted by (group, position), position being the ts
+for a ``[Range T Slide L]`` (the run ``[t - T, t]``) and the arrival index
+for a ``[Rows N Slide M]`` (the last N up to t's last slide boundary): two
+binary searches per query, and prefix sums and range minima over the sorted
+arguments (:mod:`.window_aggregate`) give the aggregates.
+
+Each query also gets the index of the same group's previous query in this
+call (-1: the group's row before this call, which the caller keeps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.window_aggregate import aggregate, join
+
+_LEAVE, _ENTER = 0, 1
+
+# (instant, tuple index, phase, boundary) of one kind of event, per tuple
+EventPart = tuple[Int64s, Int64s, int, Int64s]
+Bound = Callable[[Int64s], Int64s]
+# Events (instants, tuple indexes) in order; each tuple's position; the
+# first and last position of the window at an instant; the first tuple to carry.
+Windows = tuple[tuple[Int64s, Int64s], Int64s, Bound, Bound, int]
+
+
+@dataclass(frozen=True)
+class GroupedEvaluated:
+    ts: Int64s  # each query's instant, in output order
+    keys: tuple[Array, ...]  # the group's key values
+    present: np.ndarray  # the group is not empty
+    columns: tuple[Array, ...]  # one per aggregate
+    previous: Int64s  # index of the group's previous query here, or -1
+
+
+class GroupedWindowAggregate:
+    def __init__(
+        self, calls: Sequence[plan.AggCall], keys: int, *, rows: int | None, range_ms: int, slide: int
+    ) -> None:
+        self.calls = list(calls)
+        self.rows = rows
+        self.range_ms = range_ms
+        self.slide = max(1, slide)
+        self.ts: Int64s = np.empty(0, dtype=np.int64)
+        self.keys: list[Array] = [np.empty(0, dtype=np.int64) for _ in range(keys)]
+        self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
+        self.first = 0  # Rows: the arrival index of the first carried tuple
+
+    def advance(
+        self, ts: Int64s, keys: Sequence[Array], args: Sequence[Array], done: int, watermark: int
+    ) -> GroupedEvaluated:
+        carried = len(self.ts)
+        all_ts = np.concatenate((self.ts, ts)) if carried else ts
+        all_keys = [join(a, b) for a, b in zip(self.keys, keys, strict=True)]
+        all_args = [join(a, b) for a, b in zip(self.args, args, strict=True)]
+        n = len(all_ts)
+        rank = _ranks(all_keys, n)
+        if self.rows is not None:
+            events, position, lo_pos, hi_pos, keep_from = self._rows(all_ts, carried, n)
+        else:
+            events, position, lo_pos, hi_pos, keep_from = self._range(all_ts, done, watermark)
+        inst, index = events
+        q_rank = rank[index]
+        # The first touch of each (instant, group), in event order.
+        if len(inst):
+            pair = (inst - inst.min()) * (int(rank.max()) + 1) + q_rank
+            _, first = np.unique(pair, return_index=True)
+            chosen = np.sort(first)
+        else:
+            chosen = np.empty(0, dtype=np.int64)
+        q_inst, q_index, q_rank = inst[chosen], index[chosen], q_rank[chosen]
+        lo, hi = _runs(rank, position, q_rank, lo_pos(q_inst), hi_pos(q_inst))
+        order = np.lexsort((position, rank))
+        columns = tuple(
+            aggregate(call, values[order], lo, hi) for call, values in zip(self.calls, all_args, strict=True)
+        )
+        by_group = np.lexsort((np.arange(len(q_rank)), q_rank))
+        previous = np.full(len(q_rank), -1, dtype=np.int64)
+        same = q_rank[by_group[1:]] == q_rank[by_group[:-1]]
+        previous[by_group[1:][same]] = by_group[:-1][same]
+        self.ts = all_ts[keep_from:]
+        self.keys = [k[keep_from:] for k in all_keys]
+        self.args = [a[keep_from:] for a in all_args]
+        return GroupedEvaluated(q_inst, tuple(k[q_index] for k in all_keys), hi > lo, columns, previous)
+
+    def _range(self, ts: Int64s, done: int, watermark: int) -> Windows:
+        slide, life = self.slide, self.range_ms
+        enter = -(-ts // slide) * slide
+        leave = (ts + life) // slide * slide + slide
+        idx = np.arange(len(ts), dtype=np.int64)
+        events = _ordered([(leave, idx, _LEAVE, leave), (enter, idx, _ENTER, enter)], done, watermark)
+        keep_from = int(np.searchsorted(leave, watermark, side="right"))
+        return events, ts, (lambda t: t - life), (lambda t: t), keep_from
+
+    def _rows(self, ts: Int64s, carried: int, n: int) -> Windows:
+        assert self.rows is not None
+        size, slide, first = self.rows, self.slide, self.first
+        g = first + np.arange(n, dtype=np.int64)
+        before, total = first + carried, first + n
+        enter = -(-(g + 1) // slide) * slide  # the boundary (a count of tuples) it becomes visible at
+        leave = -(-(g + size + 1) // slide) * slide
+        seen = enter <= g + size  # a tuple between two boundaries may never be visible
+        idx = np.arange(n, dtype=np.int64)
+        parts: list[EventPart] = []
+        # With a slide the evicted tuples leave before the new ones enter;
+        # without, the row engine appends the new tuple first.
+        leave_phase, enter_phase = (_LEAVE, _ENTER) if slide > 1 else (_ENTER, _LEAVE)
+        for boundary, phase in ((leave, leave_phase), (enter, enter_phase)):
+            ok = seen & (boundary > before) & (boundary <= total)
+            at = ts[boundary[ok] - 1 - first]
+            parts.append((at, idx[ok], phase, boundary[ok]))
+        events = _ordered(parts, None, None)
+        counts = np.arange((before // slide + 1) * slide, total + 1, slide, dtype=np.int64)
+        instants = ts[counts - 1 - first] if len(counts) else counts
+
+        def last_count(t: Int64s) -> Int64s:
+            return counts[np.searchsorted(instants, t, side="right") - 1]
+
+        keep_from = max(0, n - size - slide)  # what the next boundaries' windows and events need
+        self.first = first + keep_from
+        return events, g, (lambda t: last_count(t) - size), (lambda t: last_count(t) - 1), keep_from
+
+
+def _ordered(parts: Sequence[EventPart], done: int | None, watermark: int | None) -> tuple[Int64s, Int64s]:
+    """Events (instant, tuple index) sorted as the row engine meets them:
+    by instant, boundary, leaving before entering, then arrival."""
+    inst = np.concatenate([p[0] for p in parts])
+    index = np.concatenate([p[1] for p in parts])
+    phase = np.concatenate([np.full(len(p[0]), p[2], dtype=np.int64) for p in parts])
+    boundary = np.concatenate([p[3] for p in parts])
+    if done is not None and watermark is not None:
+        ok = (inst > done) & (inst <= watermark)
+        inst, index, phase, boundary = inst[ok], index[ok], phase[ok], boundary[ok]
+    order = np.lexsort((index, phase, boundary, inst))
+    return inst[order].astype(np.int64), index[order].astype(np.int64)
+
+
+def _ranks(keys: Sequence[Array], n: int) -> Int64s:
+    """A dense number per distinct key (any order)."""
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    rank = np.zeros(n, dtype=np.int64)
+    for column in keys:
+        _, inverse = np.unique(column, return_inverse=True)
+        rank = rank * (int(inverse.max()) + 1) + inverse.reshape(-1)
+        _, rank = np.unique(rank, return_inverse=True)
+        rank = rank.reshape(-1).astype(np.int64)
+    return rank
+
+
+def _runs(rank: Int64s, position: Int64s, q_rank: Int64s, lo: Int64s, hi: Int64s) -> tuple[Int64s, Int64s]:
+    """For each query, the run of the (group, position)-sorted tuples of
+    group ``q_rank`` with ``lo <= position <= hi``."""
+    if not len(q_rank):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    order = np.lexsort((position, rank))
+    low, high = int(position.min()), int(position.max())
+    span = high - low + 3
+    if (int(rank.max()) + 1) * span < 2**62:
+        composite = rank[order] * span + (position[order] - low + 1)
+        base = q_rank * span
+        start = np.searchsorted(composite, base + np.clip(lo - low + 1, 0, span - 1), side="left")
+        end = np.searchsorted(composite, base + np.clip(hi - low + 1, 0, span - 1), side="right")
+    else:  # positions too far apart to combine with the group: one group at a time
+        sorted_rank, sorted_pos = rank[order], position[order]
+        starts = np.searchsorted(sorted_rank, q_rank, side="left")
+        stops = np.searchsorted(sorted_rank, q_rank, side="right")
+        start = np.array(
+            [
+                a + np.searchsorted(sorted_pos[a:b], x, side="left")
+                for a, b, x in zip(starts, stops, lo, strict=True)
+            ]
+        )
+        end = np.array(
+            [
+                a + np.searchsorted(sorted_pos[a:b], x, side="right")
+                for a, b, x in zip(starts, stops, hi, strict=True)
+            ]
+        )
+    start = start.astype(np.int64)
+    return start, np.maximum(end.astype(np.int64), start)
