@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from semiactive.node.cql import plan
-from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, column_of, concat
+from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
 from semiactive.node.engine.columnar.grouped_window_aggregate import GroupedEvaluated, GroupedWindowAggregate
 from semiactive.node.engine.columnar.shape import NotVectorized, VectorQuery, WindowedAggregate, recognize
 from semiactive.node.engine.columnar.vector_exprs import INT64, columns_read, evaluate
@@ -74,8 +74,9 @@ class _Query:
 
     def _grouped_to_stream(self, spec: WindowedAggregate, ev: GroupedEvaluated) -> ColumnBatch:
         """Each touched group's new row where it changed (ISTREAM), or its
-        old row (DSTREAM); a group's previous row is its previous query's
-        here, else the one kept from before."""
+        old row (DSTREAM). A group's previous row is its previous query's
+        here, else the one kept from the call before: Python touches only
+        each group's first and last query of the call."""
         n = len(ev.ts)
         columns = (*ev.keys, *ev.columns)
         if spec.project is not None:
@@ -84,40 +85,45 @@ class _Query:
             return ColumnBatch.empty(len(columns))
         previous, present = ev.previous, ev.present
         inside = previous >= 0
+        before = previous[inside]
         had = np.zeros(n, dtype=bool)
-        had[inside] = present[previous[inside]]
+        had[inside] = present[before]
         same = np.zeros(n, dtype=bool)
         same[inside] = True
         for column in columns:
-            same[inside] &= np.asarray(column[inside] == column[previous[inside]], dtype=bool)
-        keys = [k.tolist() for k in ev.keys]
-        rows = list(zip(*(_python(c) for c in columns), strict=True))
-        kept: dict[int, tuple[object, ...] | None] = {}
-        for i in np.flatnonzero(~inside).tolist():
-            key = tuple(k[i] for k in keys)
+            same[inside] &= np.asarray(column[inside] == column[before], dtype=bool)
+        firsts = np.flatnonzero(~inside)
+        first_keys = _rows_at(ev.keys, firsts)
+        first_rows = _rows_at(columns, firsts)
+        old_rows: dict[int, tuple[object, ...]] = {}
+        for i, key, row in zip(firsts.tolist(), first_keys, first_rows, strict=True):
             old = self.groups.get(key)
-            kept[i] = old
-            had[i] = old is not None
-            same[i] = old == rows[i]
+            if old is not None:
+                old_rows[i] = old
+                had[i] = True
+                same[i] = old == row
         if spec.stream_op is plan.StreamOp.DSTREAM:
             emit = np.flatnonzero(had & ~(present & same))
-            out = [rows[previous[i]] if previous[i] >= 0 else kept[i] for i in emit.tolist()]
+            source = np.where(previous[emit] >= 0, previous[emit], emit)
+            out_cols = [c[source] for c in columns]
+            for at, i in enumerate(emit.tolist()):
+                if previous[i] < 0:  # the row kept from the call before
+                    for k, value in enumerate(old_rows[i]):
+                        out_cols[k] = _assign(out_cols[k], at, value)
         else:
             emit = np.flatnonzero(present & ~(had & same))
-            out = [rows[i] for i in emit.tolist()]
-        last_of_group = np.ones(n, dtype=bool)
-        last_of_group[previous[inside]] = False
-        for i in np.flatnonzero(last_of_group).tolist():
-            key = tuple(k[i] for k in keys)
+            out_cols = [c[emit] for c in columns]
+        last = np.ones(n, dtype=bool)
+        last[before] = False
+        lasts = np.flatnonzero(last)
+        last_keys, last_rows = _rows_at(ev.keys, lasts), _rows_at(columns, lasts)
+        for i, key, row in zip(lasts.tolist(), last_keys, last_rows, strict=True):
             if present[i]:
-                self.groups[key] = rows[i]
+                self.groups[key] = row
             else:
                 self.groups.pop(key, None)
         ts = ev.ts[emit]
-        if not out:
-            return ColumnBatch.empty(len(columns)).with_columns(tuple(c[:0] for c in columns))
-        out_cols = tuple(column_of(list(v)) for v in zip(*out, strict=True))
-        return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
+        return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), tuple(out_cols))
 
     def _to_stream(self, spec: WindowedAggregate, ev: Evaluated) -> ColumnBatch:
         columns = ev.columns
@@ -156,8 +162,17 @@ class _Query:
         return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
 
 
-def _python(column: Array) -> list[object]:
-    return column.tolist()  # type: ignore[no-any-return]
+def _rows_at(columns: Sequence[Array], index: Int64s) -> list[tuple[object, ...]]:
+    """The rows at ``index`` as tuples of Python values."""
+    return list(zip(*(c[index].tolist() for c in columns), strict=True)) if len(index) else []
+
+
+def _assign(column: Array, at: int, value: object) -> Array:
+    """``column[at] = value``, made an object column if int64 cannot hold it."""
+    if column.dtype == np.int64 and type(value) is int and not INT64[0] <= value <= INT64[1]:
+        column = column.astype(object)
+    column[at] = value
+    return column
 
 
 def _needed_columns(query: VectorQuery) -> list[set[int] | None]:
@@ -186,10 +201,7 @@ def _previous(column: Array, index: Int64s, carried: tuple[object, ...] | None, 
     out = column[np.maximum(index - 1, 0)].copy()
     if len(index) and index[0] == 0:
         assert carried is not None
-        value = carried[k]
-        if out.dtype == np.int64 and type(value) is int and not INT64[0] <= value <= INT64[1]:
-            out = out.astype(object)
-        out[0] = value
+        out = _assign(out, 0, carried[k])
     return out
 
 
