@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from semiactive import config, topology
 from semiactive.node.connectors.jsonl import formatter
 from semiactive.node.cql import CqlError, compile_program, plan
+from semiactive.node.engine.columnar.shape import describe
+from semiactive.node.engine.columnar.vector_engine import VectorEngine
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.oracle import verify
@@ -40,12 +42,17 @@ def _elements(rows: Rows, relation: bool) -> list[Element]:
     return [(r[0], i, 1, *r[1:]) for i, r in enumerate(rows, start=1)]
 
 
-def run_engine(text: str, inputs: Mapping[str, Rows], end: int, batches: int = 1) -> list[Element]:
+def run_engine(
+    text: str, inputs: Mapping[str, Rows], end: int, batches: int = 1, columnar: bool = False
+) -> list[Element]:
     """The engine's output elements, inputs fed in ``batches`` time-ordered
-    pieces with a watermark after each (relation rows are ``(ts, sign, v...)``)."""
+    pieces with a watermark after each (relation rows are ``(ts, sign, v...)``);
+    ``columnar``: the columnar engine's."""
     program = compile_program(text)
     name = program.last_query
-    engine = Engine(program, [name])
+    engine: Engine | _Columnar = (
+        _Columnar(VectorEngine(program, [name])) if columnar else Engine(program, [name])
+    )
     feeds = {n: _elements(rows, program.inputs[n].kind is plan.Kind.RELATION) for n, rows in inputs.items()}
     times = sorted({e[0] for rows in feeds.values() for e in rows})
     cuts = [times[(i * len(times)) // batches] for i in range(1, batches)] if times else []
@@ -59,6 +66,17 @@ def run_engine(text: str, inputs: Mapping[str, Rows], end: int, batches: int = 1
         out += engine.advance(end if cut is None else cut - 1)[name]
         lower = cut
     return out
+
+
+class _Columnar:
+    def __init__(self, engine: VectorEngine) -> None:
+        self.engine = engine
+
+    def push(self, name: str, elements: Sequence[Element]) -> None:
+        self.engine.push(name, elements)
+
+    def advance(self, watermark: int) -> dict[str, list[Element]]:
+        return self.engine.advance_elements(watermark)
 
 
 def run_oracle(text: str, inputs: Mapping[str, Rows], end: int) -> Outcome:
@@ -615,6 +633,12 @@ def test_engine_agrees_with_the_oracle(
     engine = element_timeline(run_engine(text, inputs, end, batches))
     result = compare(oracle.changes, engine)
     assert result.identical, f"{text}\nend={end} batches={batches}\n{result.describe()}"
+    if describe(compile_program(text))[compile_program(text).last_query] == "vectorized":
+        event("the columnar engine too")
+        columnar = compare(oracle.changes, element_timeline(run_engine(text, inputs, end, batches, True)))
+        assert columnar.identical, (
+            f"columnar engine: {text}\nend={end} batches={batches}\n{columnar.describe()}"
+        )
 
 
 # ---- verify: a run directory's sink against the oracle --------------------------------

@@ -227,6 +227,8 @@ class VectorEngine:
         input already queued."""
         if name not in self.widths:
             raise KeyError(f"the program has no input named {name!r}")
+        if all(q.query.input != name for q in self.queries.values()):
+            return  # an input none of the requested queries reads (a relation, say)
         if not isinstance(batch, ColumnBatch):
             batch = ColumnBatch.from_elements(batch, self.widths[name])
         if not len(batch):
