@@ -54,9 +54,10 @@ def register(sub: Subcommands) -> None:
     run.add_argument("--output", help="registered query to print (default: the last one)")
     run.add_argument(
         "--executor",
-        choices=["dts", "hb", "columnar"],
-        default="dts",
-        help="time-splitting (default), heartbeats, or column batches (see `query check`)",
+        choices=["auto", "dts", "hb", "columnar"],
+        default="auto",
+        help="auto (default): column batches if `query check` says the query is vectorized, else dts; "
+        "dts: time-splitting; hb: heartbeats; columnar: column batches or exit 2",
     )
     run.add_argument("--run-limit", type=int, default=100, help="HB: max consecutive runs of one operator")
     run.add_argument("--window-bounds", choices=WINDOW_BOUNDS, default="closed", help=bounds_help)

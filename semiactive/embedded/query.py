@@ -71,7 +71,7 @@ def check(
         if show_code:
             text += f"\n\n-- generated code of {name} --\n{engine.generated_source or ''}"
     paths = describe(program)
-    text += "\n\ncolumnar engine (query run --executor columnar):\n"
+    text += "\n\ncolumnar engine (what query run uses for a vectorized query):\n"
     text += "\n".join(f"  {name}: {path}" for name, path in paths.items())
     return text
 
@@ -218,11 +218,12 @@ def _runner(program: plan.Program, name: str, executor: str, run_limit: int) -> 
             return HeartbeatEngine(program, [name], run_limit=run_limit), False
         except RecursiveProgramError as exc:
             raise SourceDataError(f"--executor hb: {exc}") from None
-    if executor == "columnar":
+    if executor in ("columnar", "auto"):
         try:
             return _ColumnarRunner(VectorEngine(program, [name])), False
         except NotVectorized as exc:
-            raise SourceDataError(f"--executor columnar: {exc}: it keeps the row engine (dts)") from None
+            if executor == "columnar":
+                raise SourceDataError(f"--executor columnar: {exc}: it keeps the row engine (dts)") from None
     engine = Engine(program, [name])
     return engine, bool(engine.cut_delays)
 

@@ -406,7 +406,9 @@ def test_mutated_examples(text: str, tmp_path: Path) -> None:
 
 
 @settings(FUZZ, max_examples=400)
-@given(text=generated_programs(), executor=st.sampled_from(["dts", "hb"]), insert_delays=st.booleans())
+@given(
+    text=generated_programs(), executor=st.sampled_from(["dts", "hb", "auto"]), insert_delays=st.booleans()
+)
 def test_generated_programs(text: str, executor: str, insert_delays: bool, tmp_path: Path) -> None:
     """Valid programs compile and run; the one program the heartbeat
     executor declines is a recursive one (the generated ``loop``)."""
