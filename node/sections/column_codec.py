@@ -53,7 +53,7 @@ class ColumnCodec:
         for i, column in enumerate(self.schema.columns):
             values = records[f"v{i}"]
             name = column.type.name
-            if name is plan.TypeName.INTEGER and count and bool((values == _INT64_MIN).any()):
+            if name is plan.TypeName.INTEGER and count and int(values.min()) == _INT64_MIN:
                 return None
             if name is plan.TypeName.FLOAT and count and bool(np.isnan(values).any()):
                 return None
@@ -81,6 +81,8 @@ class ColumnCodec:
         bad: np.ndarray
         if values.dtype == object:
             bad = np.array([not INT_MIN <= v <= INT_MAX for v in values.tolist()], dtype=bool)
+        elif not len(values) or int(values.min()) != _INT64_MIN:
+            return values
         else:
             bad = values == _INT64_MIN
         if len(bad) and bool(bad.any()):

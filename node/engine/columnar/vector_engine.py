@@ -142,7 +142,7 @@ class _Query:
         was = np.empty(rows, dtype=bool)
         was[0] = self.last is not None
         was[1:] = present[:-1]
-        first = tuple(c[0].item() if hasattr(c[0], "item") else c[0] for c in columns)
+        (first,) = _rows_at(columns, np.zeros(1, dtype=np.int64))
         differs[0] = bool(present[0]) != was[0] or (was[0] and first != self.last)
         if spec.stream_op is plan.StreamOp.DSTREAM:
             emit = was & differs
@@ -152,12 +152,7 @@ class _Query:
         else:  # ISTREAM, and RSTREAM of a one-row relation: the new row when it changed
             index = np.flatnonzero(present & differs)
             out_cols = tuple(c[index] for c in columns)
-        last_present = np.flatnonzero(present)
-        if present[-1]:
-            at = rows - 1
-            self.last = tuple(c[at].item() if hasattr(c[at], "item") else c[at] for c in columns)
-        elif len(last_present) or self.last is not None:
-            self.last = None
+        self.last = _rows_at(columns, np.array([rows - 1]))[0] if present[-1] else None
         ts = ev.ts[index]
         return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
 
@@ -253,7 +248,11 @@ class VectorEngine:
         if watermark <= self.time:
             return {name: ColumnBatch.empty(0) for name in self.queries}
         ready: dict[str, ColumnBatch] = {}
-        for name, queued in self.pending.items():
+        for name, queued in list(self.pending.items()):
+            if int(queued.ts[-1]) <= watermark:  # the usual case: all of it
+                ready[name] = queued
+                del self.pending[name]
+                continue
             cut = int(np.searchsorted(queued.ts, watermark, side="right"))
             ready[name] = queued.take(slice(0, cut))  # type: ignore[arg-type]
             self.pending[name] = queued.take(slice(cut, None))  # type: ignore[arg-type]
