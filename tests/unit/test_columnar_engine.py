@@ -162,6 +162,22 @@ def test_groups_come_out_in_the_order_the_instant_touched_them(window: str, orde
     assert [e[3] for e in expected] == order
 
 
+def test_instants_far_apart_and_near_the_int64_end_group_alike() -> None:
+    """Positions combined with group numbers would pass int64: the one
+    group at a time path, and instants numbered before pairing."""
+    program = compile_program(
+        "REGISTER STREAM S (k integer, v integer);\n"
+        "REGISTER QUERY g AS ISTREAM(SELECT k, SUM(v) AS s FROM S [Range 5] GROUP BY k);\n"
+    )
+    far = 2**61
+    rows = [(1, 1, 1, 1, 4), (2, 2, 1, 2, 5), (far, 3, 1, 1, 6), (far + 3, 4, 1, 2, 7), (far + 3, 5, 1, 1, 8)]
+    row_engine, vector = Engine(program, ["g"]), VectorEngine(program, ["g"])
+    for chunk, watermark in ((rows[:2], 2), (rows[2:], far + 20)):
+        row_engine.push("S", chunk)
+        vector.push("S", chunk)
+        assert vector.advance_elements(watermark)["g"] == row_engine.advance(watermark)["g"]
+
+
 @pytest.mark.parametrize(
     ("query", "why"),
     [
@@ -174,6 +190,7 @@ def test_groups_come_out_in_the_order_the_instant_touched_them(window: str, orde
             "RSTREAM of a GROUP BY (the whole relation at each change)",
         ),
         ("ISTREAM(SELECT SUM(f) AS s FROM S [Rows 3])", "SUM of a float (exact float sums)"),
+        ("ISTREAM(SELECT f, COUNT(*) AS n FROM S [Rows 3] GROUP BY f)", "a GROUP BY key of type float"),
         ("SELECT a / 2 AS h FROM S", "'/' (division and modulo can be NULL)"),
         ("ISTREAM(SELECT COUNT(*) AS n FROM S [Range Unbounded])", "[Range Unbounded]"),
         ("ISTREAM(SELECT * FROM S [Now])", "ISTREAM over Window (only over an aggregate)"),

@@ -78,7 +78,8 @@ class GroupedWindowAggregate:
         q_rank = rank[index]
         # The first touch of each (instant, group), in event order.
         if len(inst):
-            pair = (inst - inst.min()) * (int(rank.max()) + 1) + q_rank
+            _, instant_rank = np.unique(inst, return_inverse=True)  # small numbers: the pair fits int64
+            pair = instant_rank.reshape(-1).astype(np.int64) * (int(rank.max()) + 1) + q_rank
             _, first = np.unique(pair, return_index=True)
             chosen = np.sort(first)
         else:

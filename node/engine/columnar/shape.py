@@ -92,6 +92,9 @@ def _check_groups(
     decides group by group (without, two groups' rows could cancel)."""
     for expr in group_by:
         _check(expr)
+        if expr.type.name is plan.TypeName.FLOAT:
+            # NaN: numpy's unique makes one group of all NaNs, the row engine's dict one per NaN
+            raise NotVectorized("a GROUP BY key of type float")
     if op is plan.StreamOp.RSTREAM:
         raise NotVectorized("RSTREAM of a GROUP BY (the whole relation at each change)")
     if project is None:
