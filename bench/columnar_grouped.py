@@ -37,6 +37,9 @@ QUERIES = {
     "sum/max by key, [Range 1000]": (
         "ISTREAM(SELECT sym, SUM(val) AS total, MAX(val) AS top FROM S [Range 1000] GROUP BY sym)"
     ),
+    "sum/count, [Partition By key Rows 10]": (
+        "ISTREAM(SELECT sym, SUM(val) AS total, COUNT(*) AS n FROM S [Partition By sym Rows 10] GROUP BY sym)"
+    ),
     "avg by key, [Rows 500 Slide 50]": (
         "ISTREAM(SELECT sym, AVG(val) AS mean FROM S [Rows 500 Slide 50] GROUP BY sym)"
     ),

@@ -68,6 +68,8 @@ def programs(draw: Any) -> str:
         items[draw(st.integers(0, len(items))) :] = keys + items[draw(st.integers(0, len(items))) :]
         items = list(dict.fromkeys(items))
         window = draw(windows)
+        if draw(st.booleans()):
+            window = f"[Partition By {', '.join(keys)} Rows {draw(st.sampled_from([1, 2, 3]))}]"
         return text + (
             f"REGISTER QUERY out AS {op}(SELECT {', '.join(items)} FROM {source} {window} "
             f"GROUP BY {', '.join(keys)});\n"
@@ -193,6 +195,10 @@ def test_instants_far_apart_and_near_the_int64_end_group_alike() -> None:
         ("ISTREAM(SELECT f, COUNT(*) AS n FROM S [Rows 3] GROUP BY f)", "a GROUP BY key of type float"),
         ("SELECT a / 2 AS h FROM S", "'/' (division and modulo can be NULL)"),
         ("ISTREAM(SELECT COUNT(*) AS n FROM S [Range Unbounded])", "[Range Unbounded]"),
+        (
+            "ISTREAM(SELECT a, COUNT(*) AS n FROM S [Partition By b Rows 2] GROUP BY a)",
+            "[Partition By ...] under a GROUP BY of other keys",
+        ),
         ("ISTREAM(SELECT * FROM S [Now])", "ISTREAM over Window (only over an aggregate)"),
     ],
 )

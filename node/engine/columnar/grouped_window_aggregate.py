@@ -9,8 +9,10 @@ and enter are events at an instant; sorted as the row engine meets them and
 reduced to the first (instant, group) pairs, they are the queries, in the
 row engine's output order. A group's content at instant t is a contiguous
 run once the tuples are sorted by (group, position), position being the ts
-for a ``[Range T Slide L]`` (the run ``[t - T, t]``) and the arrival index
-for a ``[Rows N Slide M]`` (the last N up to t's last slide boundary): two
+for a ``[Range T Slide L]`` (the run ``[t - T, t]``), the arrival index
+for a ``[Rows N Slide M]`` (the last N up to t's last slide boundary) and
+the index within the group for a ``[Partition By keys Rows N]`` grouped by
+the same keys (the group's last N up to t): two
 binary searches per query, and prefix sums and range minima over the sorted
 arguments (:mod:`.window_aggregate`) give the aggregates.
 
@@ -33,10 +35,12 @@ _LEAVE, _ENTER = 0, 1
 
 # (instant, tuple index, phase, boundary) of one kind of event, per tuple
 EventPart = tuple[Int64s, Int64s, int, Int64s]
-Bound = Callable[[Int64s], Int64s]
+# A window's first (or last) position for each query, given the queries'
+# instants and the index of the last tuple of the (instant, group) touched.
+Bound = Callable[[Int64s, Int64s], Int64s]
 # Events (instants, tuple indexes) in order; each tuple's position; the
-# first and last position of the window at an instant; the first tuple to carry.
-Windows = tuple[tuple[Int64s, Int64s], Int64s, Bound, Bound, int]
+# window's first and last position; the tuples to carry to the next call.
+Windows = tuple[tuple[Int64s, Int64s], Int64s, Bound, Bound, "slice | np.ndarray"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,19 @@ class GroupedEvaluated:
 
 class GroupedWindowAggregate:
     def __init__(
-        self, calls: Sequence[plan.AggCall], keys: int, *, rows: int | None, range_ms: int, slide: int
+        self,
+        calls: Sequence[plan.AggCall],
+        keys: int,
+        *,
+        rows: int | None,
+        range_ms: int,
+        slide: int,
+        partition: bool = False,
     ) -> None:
         self.calls = list(calls)
         self.rows = rows
+        self.partition = partition  # [Partition By the group's keys Rows N]
+        self.index_in_group: Int64s = np.empty(0, dtype=np.int64)  # partition: the carried tuples'
         self.range_ms = range_ms
         self.slide = max(1, slide)
         self.ts: Int64s = np.empty(0, dtype=np.int64)
@@ -70,22 +83,28 @@ class GroupedWindowAggregate:
         all_args = [join(a, b) for a, b in zip(self.args, args, strict=True)]
         n = len(all_ts)
         rank = _ranks(all_keys, n)
-        if self.rows is not None:
-            events, position, lo_pos, hi_pos, keep_from = self._rows(all_ts, carried, n)
+        if self.partition:
+            events, position, lo_pos, hi_pos, keep = self._partition(all_ts, rank, carried)
+        elif self.rows is not None:
+            events, position, lo_pos, hi_pos, keep = self._rows(all_ts, carried, n)
         else:
-            events, position, lo_pos, hi_pos, keep_from = self._range(all_ts, done, watermark)
+            events, position, lo_pos, hi_pos, keep = self._range(all_ts, done, watermark)
         inst, index = events
         q_rank = rank[index]
-        # The first touch of each (instant, group), in event order.
+        # The first touch of each (instant, group), in event order, and the
+        # last tuple of the pair touched.
         if len(inst):
             _, instant_rank = np.unique(inst, return_inverse=True)  # small numbers: the pair fits int64
             pair = instant_rank.reshape(-1).astype(np.int64) * (int(rank.max()) + 1) + q_rank
             _, first = np.unique(pair, return_index=True)
-            chosen = np.sort(first)
+            _, from_end = np.unique(pair[::-1], return_index=True)
+            by_first = np.argsort(first)
+            chosen, last = first[by_first], (len(pair) - 1 - from_end)[by_first]
         else:
-            chosen = np.empty(0, dtype=np.int64)
+            chosen = last = np.empty(0, dtype=np.int64)
         q_inst, q_index, q_rank = inst[chosen], index[chosen], q_rank[chosen]
-        lo, hi = _runs(rank, position, q_rank, lo_pos(q_inst), hi_pos(q_inst))
+        q_last = index[last]
+        lo, hi = _runs(rank, position, q_rank, lo_pos(q_inst, q_last), hi_pos(q_inst, q_last))
         order = np.lexsort((position, rank))
         columns = tuple(
             aggregate(call, values[order], lo, hi) for call, values in zip(self.calls, all_args, strict=True)
@@ -94,9 +113,11 @@ class GroupedWindowAggregate:
         previous = np.full(len(q_rank), -1, dtype=np.int64)
         same = q_rank[by_group[1:]] == q_rank[by_group[:-1]]
         previous[by_group[1:][same]] = by_group[:-1][same]
-        self.ts = all_ts[keep_from:]
-        self.keys = [k[keep_from:] for k in all_keys]
-        self.args = [a[keep_from:] for a in all_args]
+        self.ts = all_ts[keep]
+        self.keys = [k[keep] for k in all_keys]
+        self.args = [a[keep] for a in all_args]
+        if self.partition:
+            self.index_in_group = position[keep]
         return GroupedEvaluated(q_inst, tuple(k[q_index] for k in all_keys), hi > lo, columns, previous)
 
     def _range(self, ts: Int64s, done: int, watermark: int) -> Windows:
@@ -106,7 +127,39 @@ class GroupedWindowAggregate:
         idx = np.arange(len(ts), dtype=np.int64)
         events = _ordered([(leave, idx, _LEAVE, leave), (enter, idx, _ENTER, enter)], done, watermark)
         keep_from = int(np.searchsorted(leave, watermark, side="right"))
-        return events, ts, (lambda t: t - life), (lambda t: t), keep_from
+        return events, ts, (lambda t, _: t - life), (lambda t, _: t), slice(keep_from, None)
+
+    def _partition(self, ts: Int64s, rank: Int64s, carried: int) -> Windows:
+        """``[Partition By keys Rows N]`` grouped by the same keys: a tuple
+        enters its group as it arrives and the group's N-th older one leaves
+        at once, so the groups are touched in arrival order. A tuple's
+        position is its index within its group; the window after instant t
+        is the group's last N up to t's last tuple of it."""
+        assert self.rows is not None
+        size, n = self.rows, len(ts)
+        groups = int(rank.max()) + 1 if n else 0
+        seen = np.zeros(groups, dtype=np.int64)  # tuples of each group before this call
+        np.maximum.at(seen, rank[:carried], self.index_in_group + 1)
+        new_rank = rank[carried:]
+        order = np.argsort(new_rank, kind="stable")
+        sorted_rank = new_rank[order]
+        starts = np.flatnonzero(np.r_[True, sorted_rank[1:] != sorted_rank[:-1]]) if len(order) else order
+        run_start = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+        within = np.empty(len(order), dtype=np.int64)
+        within[order] = np.arange(len(order)) - run_start
+        position = np.concatenate((self.index_in_group, seen[new_rank] + within))
+        index = np.arange(carried, n, dtype=np.int64)
+        events = (ts[carried:].astype(np.int64), index)
+        total = seen.copy()
+        np.maximum.at(total, rank, position + 1)
+        keep = position >= total[rank] - size
+        return (
+            events,
+            position,
+            lambda _, last: position[last] - size + 1,
+            lambda _, last: position[last],
+            keep,
+        )
 
     def _rows(self, ts: Int64s, carried: int, n: int) -> Windows:
         assert self.rows is not None
@@ -134,7 +187,13 @@ class GroupedWindowAggregate:
 
         keep_from = max(0, n - size - slide)  # what the next boundaries' windows and events need
         self.first = first + keep_from
-        return events, g, (lambda t: last_count(t) - size), (lambda t: last_count(t) - 1), keep_from
+        return (
+            events,
+            g,
+            lambda t, _: last_count(t) - size,
+            lambda t, _: last_count(t) - 1,
+            slice(keep_from, None),
+        )
 
 
 def _ordered(parts: Sequence[EventPart], done: int | None, watermark: int | None) -> tuple[Int64s, Int64s]:

@@ -8,7 +8,8 @@ A query runs vectorized when it is, from its input up,
   ``[Now]`` window, an aggregate of COUNT, integer SUM / AVG and integer
   MIN / MAX, optionally a projection of the aggregates, and ISTREAM,
   DSTREAM or RSTREAM on top; with a GROUP BY whose keys are all selected,
-  ISTREAM or DSTREAM;
+  ISTREAM or DSTREAM, and then also ``[Partition By keys Rows N]`` grouped
+  by the same keys;
 
 and every expression in it has a vectorized form
 (:func:`vector_exprs.unsupported`). Anything else keeps the row engine;
@@ -34,6 +35,7 @@ class WindowedAggregate:
     project: tuple[plan.Expr, ...] | None  # over the aggregate's columns: the keys, then the calls
     stream_op: plan.StreamOp
     group_by: tuple[plan.Expr, ...] = ()
+    partition: bool = False  # [Partition By the group's keys Rows N]
 
 
 @dataclass(frozen=True)
@@ -76,11 +78,19 @@ def _windowed(node: plan.ToStream) -> VectorQuery:
     window = plan.resolve(below.child)
     if not isinstance(window, plan.Window):
         raise NotVectorized("an aggregate over something else than a window")
-    rows, range_ms, slide = _window(window.spec)
+    spec = window.spec
+    partition = isinstance(spec, plan.PartitionWindow)
+    rows: int | None
+    if isinstance(spec, plan.PartitionWindow):
+        rows, range_ms, slide = _partition(spec, below.group_by)
+    else:
+        rows, range_ms, slide = _window(spec)
     for call in below.aggregates:
         _check_call(call)
     name, chain = _chain(plan.resolve(window.child))
-    aggregate = WindowedAggregate(rows, range_ms, slide, below.aggregates, project, node.op, below.group_by)
+    aggregate = WindowedAggregate(
+        rows, range_ms, slide, below.aggregates, project, node.op, below.group_by, partition
+    )
     return VectorQuery(name, chain, aggregate)
 
 
@@ -104,6 +114,17 @@ def _check_groups(
         raise NotVectorized("a GROUP BY key missing from the SELECT list")
 
 
+def _partition(spec: plan.PartitionWindow, group_by: tuple[plan.Expr, ...]) -> tuple[int, int, int]:
+    """``[Partition By keys Rows N]`` runs vectorized under a GROUP BY of
+    exactly its keys: then a group's window is its partition."""
+    if spec.range_ms is not None:
+        raise NotVectorized("[Partition By ... Rows N Range T]")
+    grouped = {x.index for x in group_by if isinstance(x, plan.ColRef)}
+    if len(grouped) != len(group_by) or grouped != set(spec.keys):
+        raise NotVectorized("[Partition By ...] under a GROUP BY of other keys")
+    return spec.rows, 0, 1
+
+
 def _window(spec: plan.WindowSpec) -> tuple[int | None, int, int]:
     if isinstance(spec, plan.NowWindow):
         return None, 0, 1
@@ -113,7 +134,7 @@ def _window(spec: plan.WindowSpec) -> tuple[int | None, int, int]:
         return spec.rows, 0, spec.slide
     if isinstance(spec, plan.UnboundedWindow):
         raise NotVectorized("[Range Unbounded]")
-    raise NotVectorized("[Partition By ...]")
+    raise NotVectorized("[Partition By ...] without a GROUP BY of its keys")
 
 
 def _check_call(call: plan.AggCall) -> None:

@@ -34,7 +34,12 @@ class _Query:
         self.groups: dict[tuple[object, ...], tuple[object, ...]] = {}  # key -> its row, grouped
         if spec is not None and spec.group_by:
             self.grouped = GroupedWindowAggregate(
-                spec.calls, len(spec.group_by), rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide
+                spec.calls,
+                len(spec.group_by),
+                rows=spec.rows,
+                range_ms=spec.range_ms,
+                slide=spec.slide,
+                partition=spec.partition,
             )
         elif spec is not None:
             self.window = WindowAggregate(
