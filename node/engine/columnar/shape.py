@@ -28,7 +28,7 @@ Chain = tuple[plan.Select | plan.Project, ...]
 
 @dataclass(frozen=True)
 class WindowedAggregate:
-    rows: int | None  # [Rows N]: N; a range window: None
+    rows: int | None  # [Rows N] or [Partition By ... Rows N]: N; a range window: None
     range_ms: int
     slide: int
     calls: tuple[plan.AggCall, ...]
