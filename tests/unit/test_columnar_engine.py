@@ -164,6 +164,23 @@ def test_groups_come_out_in_the_order_the_instant_touched_them(window: str, orde
     assert [e[3] for e in expected] == order
 
 
+def test_a_tuple_a_long_slide_skips_touches_no_group() -> None:
+    """[Range 2 Slide 4]: ts 17 enters and leaves at 20, so it is never in
+    a window; at 20 group 3 (ts 18) comes before group 2 (ts 19). Found by
+    a 3,000-example run: the first version touched 2 through ts 17."""
+    program = compile_program(
+        "REGISTER STREAM S (k integer, v integer);\n"
+        "REGISTER QUERY g AS ISTREAM(SELECT k, COUNT(*) AS n FROM S [Range 2 Slide 4] GROUP BY k);\n"
+    )
+    rows = [(16, 1, 1, 1, 0), (17, 2, 1, 2, 0), (18, 3, 1, 3, 0), (19, 4, 1, 2, 0)]
+    row_engine, vector = Engine(program, ["g"]), VectorEngine(program, ["g"])
+    row_engine.push("S", rows)
+    vector.push("S", rows)
+    expected = row_engine.advance(25)["g"]
+    assert [(e[0], e[3]) for e in expected] == [(16, 1), (20, 3), (20, 2)]
+    assert vector.advance_elements(25)["g"] == expected
+
+
 def test_instants_far_apart_and_near_the_int64_end_group_alike() -> None:
     """Positions combined with group numbers would pass int64: the one
     group at a time path, and instants numbered before pairing."""

@@ -124,8 +124,14 @@ class GroupedWindowAggregate:
         slide, life = self.slide, self.range_ms
         enter = -(-ts // slide) * slide
         leave = (ts + life) // slide * slide + slide
-        idx = np.arange(len(ts), dtype=np.int64)
-        events = _ordered([(leave, idx, _LEAVE, leave), (enter, idx, _ENTER, enter)], done, watermark)
+        # A slide longer than the range skips some tuples: never in a window,
+        # never touching their group (the row engine drops them on arrival).
+        idx = np.flatnonzero(leave > enter).astype(np.int64)
+        parts: list[EventPart] = [
+            (leave[idx], idx, _LEAVE, leave[idx]),
+            (enter[idx], idx, _ENTER, enter[idx]),
+        ]
+        events = _ordered(parts, done, watermark)
         keep_from = int(np.searchsorted(leave, watermark, side="right"))
         return events, ts, (lambda t, _: t - life), (lambda t, _: t), slice(keep_from, None)
 
