@@ -25,7 +25,7 @@ from semiactive.node.cql import CqlError, compile_program, explain, plan
 from semiactive.node.cql.bounds import WindowBounds
 from semiactive.node.cql.partitioning import check_partitioning
 from semiactive.node.engine.columnar.shape import NotVectorized, describe
-from semiactive.node.engine.columnar.vector_engine import VectorEngine
+from semiactive.node.engine.columnar.vector_engine import ElementEngine, VectorEngine
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine, EvaluationError, InputOrderError
 from semiactive.node.engine.operators.streaming import DelayOp
@@ -220,25 +220,12 @@ def _runner(program: plan.Program, name: str, executor: str, run_limit: int) -> 
             raise SourceDataError(f"--executor hb: {exc}") from None
     if executor in ("columnar", "auto"):
         try:
-            return _ColumnarRunner(VectorEngine(program, [name])), False
+            return ElementEngine(VectorEngine(program, [name])), False
         except NotVectorized as exc:
             if executor == "columnar":
                 raise SourceDataError(f"--executor columnar: {exc}: it keeps the row engine (dts)") from None
     engine = Engine(program, [name])
     return engine, bool(engine.cut_delays)
-
-
-class _ColumnarRunner:
-    """The columnar engine behind the row engine's element interface."""
-
-    def __init__(self, engine: VectorEngine) -> None:
-        self.engine = engine
-
-    def push(self, name: str, elements: Sequence[Element]) -> None:
-        self.engine.push(name, elements)
-
-    def advance(self, watermark: int) -> dict[str, list[Element]]:
-        return self.engine.advance_elements(watermark)
 
 
 SETTLE_LIMIT_MS = 60_000

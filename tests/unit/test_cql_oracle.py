@@ -26,7 +26,7 @@ from semiactive import config, topology
 from semiactive.node.connectors.jsonl import formatter
 from semiactive.node.cql import CqlError, compile_program, plan
 from semiactive.node.engine.columnar.shape import describe
-from semiactive.node.engine.columnar.vector_engine import VectorEngine
+from semiactive.node.engine.columnar.vector_engine import ElementEngine, VectorEngine
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.oracle import verify
@@ -50,8 +50,8 @@ def run_engine(
     ``columnar``: the columnar engine's."""
     program = compile_program(text)
     name = program.last_query
-    engine: Engine | _Columnar = (
-        _Columnar(VectorEngine(program, [name])) if columnar else Engine(program, [name])
+    engine: Engine | ElementEngine = (
+        ElementEngine(VectorEngine(program, [name])) if columnar else Engine(program, [name])
     )
     feeds = {n: _elements(rows, program.inputs[n].kind is plan.Kind.RELATION) for n, rows in inputs.items()}
     times = sorted({e[0] for rows in feeds.values() for e in rows})
@@ -66,17 +66,6 @@ def run_engine(
         out += engine.advance(end if cut is None else cut - 1)[name]
         lower = cut
     return out
-
-
-class _Columnar:
-    def __init__(self, engine: VectorEngine) -> None:
-        self.engine = engine
-
-    def push(self, name: str, elements: Sequence[Element]) -> None:
-        self.engine.push(name, elements)
-
-    def advance(self, watermark: int) -> dict[str, list[Element]]:
-        return self.engine.advance_elements(watermark)
 
 
 def run_oracle(text: str, inputs: Mapping[str, Rows], end: int) -> Outcome:

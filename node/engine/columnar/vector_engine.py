@@ -277,3 +277,18 @@ class VectorEngine:
     def advance_elements(self, watermark: int) -> dict[str, list[Element]]:
         """:meth:`advance` as the row engine's element lists."""
         return {name: batch.to_elements() for name, batch in self.advance(watermark).items()}
+
+
+class ElementEngine:
+    """A :class:`VectorEngine` behind the row engine's element interface
+    (``push`` elements, ``advance`` to element lists), for callers written
+    against the row engine."""
+
+    def __init__(self, engine: VectorEngine) -> None:
+        self.engine = engine
+
+    def push(self, name: str, elements: Sequence[Element]) -> None:
+        self.engine.push(name, elements)
+
+    def advance(self, watermark: int) -> dict[str, list[Element]]:
+        return self.engine.advance_elements(watermark)
