@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from semiactive.node.connectors.jsonl import formatter, parse
 from semiactive.node.cql import plan
@@ -64,3 +66,18 @@ def test_parse_takes_objects_only() -> None:
     assert parse('{"seq":1,"ts":2}') == {"seq": 1, "ts": 2}
     with pytest.raises(ValueError, match="object"):
         parse("[1, 2]")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text() | st.sampled_from(["\u2028", "\ud800", "\x7f", "a\x00b", "\U0001f600", "\\", '"', ""]))
+def test_text_is_what_json_dumps_writes(value: str) -> None:
+    """The formatter quotes printable text itself (fast path): the same
+    characters as ``json.dumps(ensure_ascii=False)``, whatever the text."""
+    line = formatter(_schema(("s", plan.char(4000))), plan.Kind.STREAM)(1, (0, 1, 1, value))
+    assert line == '{"seq":1,"ts":0,"s":' + json.dumps(value, ensure_ascii=False) + "}\n"
+
+
+@pytest.mark.parametrize("value", [2**70, -(2**63), 0, 7])
+def test_integers_are_json(value: int) -> None:
+    line = formatter(_schema(("n", plan.INTEGER)), plan.Kind.STREAM)(1, (0, 1, 1, value))
+    assert json.loads(line)["n"] == value

@@ -4,7 +4,12 @@ synthetic generator, and CSV / JSON Lines replay with located errors."""
 from __future__ import annotations
 
 import bisect
+import itertools
+import math
+import random
 import re
+import string
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -71,6 +76,30 @@ def test_count_until_agrees_with_ts(phases: list[Phase]) -> None:
         assert s.count_until(ms) == bisect.bisect_right(times, ms), ms
 
 
+SCHEDULES = [
+    [Phase(0, 100), Phase(10_000, 1000)],
+    [Phase(0, 3), Phase(1000, 2.5), Phase(3000, 700)],
+    [Phase(0, 1000), Phase(50, 7), Phase(1500, 333.3)],
+    [Phase(0, 125_000)],
+]
+
+
+def _ts_by_definition(s: RateSchedule, i: int) -> int:
+    """The schedule's definition, in Fractions: T + floor(j * 1000 / r)."""
+    k = bisect.bisect_right(s.first_index, i) - 1
+    return s.starts[k] + math.floor((i - s.first_index[k]) * 1000 / Fraction(s.rates[k]))
+
+
+@pytest.mark.parametrize("phases", SCHEDULES)
+def test_ts_and_ts_range_follow_the_definition(phases: list[Phase]) -> None:
+    s = RateSchedule(phases)
+    expected = [_ts_by_definition(s, i) for i in range(5000)]
+    assert [s.ts(i) for i in range(5000)] == expected
+    assert s.ts_range(0, 5000) == expected
+    for start, stop in [(0, 0), (7, 8), (29, 3001), (4999, 5000), (1234, 1234)]:
+        assert s.ts_range(start, stop) == expected[start:stop]
+
+
 # -- SyntheticSource ----------------------------------------------------------------------------
 
 PADDED = _schema(("id", plan.INTEGER), ("val", plan.INTEGER), ("x", plan.FLOAT), ("pad", plan.char(20)))
@@ -108,6 +137,62 @@ def test_synthetic_tuple_shape() -> None:
     assert all(0 <= r[5] < 1000 and isinstance(r[5], float) for r in rows)
     assert {r[6] for r in rows} == {"semiactivesemiactive"}  # the fixed filler
     assert len({r[4] for r in rows}) > 500  # not constant
+
+
+def _tuples_by_definition(
+    schema: plan.Schema, phases: list[Phase], seed: int, count: int
+) -> list[tuple[object, ...]]:
+    """The generator's definition, a tuple at a time: values drawn column by
+    column from the block's seed, ts from the schedule."""
+    rng = random.Random(seed)
+    schedule = RateSchedule(phases)
+    out: list[tuple[object, ...]] = []
+    for i in range(count):
+        if i % BLOCK == 0:
+            rng.seed(seed if i == 0 else f"{seed}:{i // BLOCK}")
+        values: list[object] = []
+        for column in schema.columns:
+            name = column.type.name
+            if column.name == "id" and name is plan.TypeName.INTEGER:
+                values.append(i)
+            elif column.name == "pad" and name is plan.TypeName.CHAR:
+                values.append(("semiactive" * 9)[: column.type.length])
+            elif name is plan.TypeName.INTEGER:
+                values.append(rng.randrange(1000))
+            elif name is plan.TypeName.FLOAT:
+                values.append(round(rng.random() * 1000, 3))
+            elif name is plan.TypeName.BYTE:
+                values.append(rng.choice(string.ascii_lowercase))
+            else:
+                values.append("".join(rng.choices(string.ascii_lowercase, k=column.type.length)))
+        out.append((_ts_by_definition(schedule, i), i + 1, 1, *values))
+    return out
+
+
+EVERY_TYPE = _schema(
+    ("a", plan.INTEGER),
+    ("id", plan.INTEGER),
+    ("f", plan.FLOAT),
+    ("b", plan.BYTE),
+    ("t", plan.char(5)),
+    ("v", plan.INTEGER),
+    ("pad", plan.char(33)),
+)
+
+
+@pytest.mark.parametrize("schema", [EVERY_TYPE, PADDED, _schema(("id", plan.INTEGER)), KV])
+def test_tuples_follow_the_definition_whatever_the_batching(schema: plan.Schema) -> None:
+    """Values drawn a column at a time would differ; batches must not show."""
+    phases = [Phase(0, 1000), Phase(50, 7), Phase(1500, 333.3)]
+    count = BLOCK + 2000
+    expected = _tuples_by_definition(schema, phases, 11, count)
+    gen = SyntheticSource(schema, RateSchedule(phases), 11)
+    taken: list[tuple[object, ...]] = []
+    for size in itertools.cycle([1, 997, 0, 4096, 3]):
+        if len(taken) >= count:
+            break
+        taken += gen.take(min(size, count - len(taken)))
+    assert taken == expected
 
 
 def test_due_follows_the_schedule() -> None:

@@ -1,0 +1,69 @@
+"""The per-row costs at the ends of a chain, in process: a synthetic
+source's tuples and the JSON Lines text a source log or a file sink writes.
+
+    python bench/source_sink_rows.py [--rows 300000]
+
+The paper chain's schema (id, val, pad char(20)); each figure is the best
+of five. The formatter's peer, ``json.dumps`` of a dict per row, runs in
+the same process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.sources import Phase, RateSchedule, SyntheticSource
+from semiactive.node.cql import plan
+
+SCHEMA = plan.Schema(
+    (plan.Column("id", plan.INTEGER), plan.Column("val", plan.INTEGER), plan.Column("pad", plan.char(20)))
+)
+
+
+def best_rate(rows: int, work: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - started)
+    return rows / best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=300_000)
+    args = parser.parse_args()
+    n = args.rows
+
+    def generate() -> list[tuple[object, ...]]:
+        return SyntheticSource(SCHEMA, RateSchedule([Phase(0, 100_000)]), 7).take(n)
+
+    rows = generate()
+    fmt = formatter(SCHEMA, plan.Kind.STREAM)
+    names = ["id", "val", "pad"]
+
+    def dumps_per_row() -> str:
+        objects = [{"seq": r[1], "ts": r[0], **dict(zip(names, r[3:], strict=True))} for r in rows]
+        return "".join([json.dumps(o) + "\n" for o in objects])
+
+    assert "".join([fmt(r[1], r) for r in rows]) == dumps_per_row().replace(": ", ":").replace(", ", ",")
+
+    print(f"{n:,} tuples (id, val, pad char(20))")
+    print(f"synthetic source:         {best_rate(n, generate):12,.0f} tuples/s")
+    generated = best_rate(n, lambda: "".join([fmt(r[1], r) for r in rows]))
+    dumps = best_rate(n, dumps_per_row)
+    print(f"JSON Lines, json.dumps:   {dumps:12,.0f} rows/s")
+    print(f"JSON Lines, formatter:    {generated:12,.0f} rows/s  ({generated / dumps:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
