@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,7 +44,7 @@ def main() -> int:
     args = parser.parse_args()
     n = args.rows
 
-    def generate() -> list[tuple[object, ...]]:
+    def generate() -> list[tuple[Any, ...]]:
         return SyntheticSource(SCHEMA, RateSchedule([Phase(0, 100_000)]), 7).take(n)
 
     rows = generate()
