@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from semiactive.placement.exact import load_solver
 from semiactive.placement.plan import Edge, Operator, OperatorPlan
 from semiactive.placement.problem import Problem
 from semiactive.placement.solve import solve
@@ -118,6 +119,7 @@ class Replacer:
         self.min_gain = cfg.min_gain
         self.last = coordinator.started
         self.decisions = 0
+        load_solver()
 
     def step(self, now: float) -> None:
         if not self.every_s or now - self.last < self.every_s or self.coordinator.migrations.active:

@@ -12,10 +12,17 @@ node pair, as :mod:`semiactive.placement.usage` does.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from semiactive.placement.problem import Placement, Problem
+
+
+def load_solver() -> None:
+    """Import scipy's solver now. Its import takes 1-2 s of CPU, which
+    every coordinator paid at its start when this module imported it; a
+    coordinator that will place (a ``network:`` block) calls this at its
+    start, so the first placement does not stall its event loop."""
+    import scipy.optimize
+    import scipy.sparse  # noqa: F401
 
 
 def is_forest(problem: Problem) -> bool:
@@ -99,7 +106,10 @@ def ilp_optimum(problem: Problem) -> Placement:
         ub[o * size : (o + 1) * size] = allowed
     integrality = np.zeros(total)
     integrality[:nx] = 1
-    matrix = sp.csr_matrix((vals, (rows, cols)), shape=(len(lower), total))
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import csr_matrix
+
+    matrix = csr_matrix((vals, (rows, cols)), shape=(len(lower), total))
     result = milp(
         cost,
         constraints=LinearConstraint(matrix, lower, upper),
