@@ -1,11 +1,14 @@
 """The per-row costs at the ends of a chain, in process: a synthetic
-source's tuples and the JSON Lines text a source log or a file sink writes.
+source's tuples, a CSV file read by a file source, and the JSON Lines text
+a source log or a file sink writes.
 
     python bench/source_sink_rows.py [--rows 300000]
 
 The paper chain's schema (id, val, pad char(20)); each figure is the best
-of five. The formatter's peer, ``json.dumps`` of a dict per row, runs in
-the same process.
+of five. The peers run in the same process: the row-by-row CSV reader
+(``csv.DictReader`` records checked one at a time, what a bad block falls
+back to) beside the block reader, ``json.dumps`` of a dict per row beside
+the generated formatter.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,8 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from semiactive.node.connectors import sources
 from semiactive.node.connectors.jsonl import formatter
-from semiactive.node.connectors.sources import Phase, RateSchedule, SyntheticSource
+from semiactive.node.connectors.sources import Phase, RateSchedule, SyntheticSource, csv_reader, read_rows
 from semiactive.node.cql import plan
 
 SCHEMA = plan.Schema(
@@ -59,6 +64,23 @@ def main() -> int:
 
     print(f"{n:,} tuples (id, val, pad char(20))")
     print(f"synthetic source:         {best_rate(n, generate):12,.0f} tuples/s")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "in.csv"
+        path.write_text("ts,id,val,pad\n" + "".join(f"{r[0]},{r[3]},{r[4]},{r[5]}\n" for r in rows))
+
+        def by_blocks() -> list[tuple[Any, ...]]:
+            return list(read_rows(path, SCHEMA, plan.Kind.STREAM))
+
+        def by_rows() -> list[tuple[Any, ...]]:
+            with path.open(newline="") as handle:
+                reader = csv_reader(handle)
+                records = ((reader.line_num, row) for row in reader)
+                return list(sources._checked(path, records, SCHEMA, False, 4))
+
+        assert by_blocks() == by_rows() == [(r[0], r[1], 1, *r[3:]) for r in rows]
+        row_rate, block_rate = best_rate(n, by_rows), best_rate(n, by_blocks)
+    print(f"CSV file, row by row:     {row_rate:12,.0f} rows/s")
+    print(f"CSV file, read_rows:      {block_rate:12,.0f} rows/s  ({block_rate / row_rate:.2f}x)")
     generated = best_rate(n, lambda: "".join([fmt(r[1], r) for r in rows]))
     dumps = best_rate(n, dumps_per_row)
     print(f"JSON Lines, json.dumps:   {dumps:12,.0f} rows/s")

@@ -24,6 +24,7 @@ import functools
 import itertools
 import json
 import math
+import operator
 import random
 import string
 from collections.abc import Iterable, Iterator, Sequence
@@ -261,7 +262,6 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
     path = Path(path)
     relation = kind is plan.Kind.RELATION
     names = [c.name for c in schema.columns]
-    records: Iterator[tuple[int, dict[str, Any]]]
     try:
         handle = path.open(newline="")
     except OSError as exc:
@@ -271,38 +271,159 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
             records = (
                 (n, _json_line(path, n, line)) for n, line in enumerate(handle, start=1) if line.strip()
             )
+            yield from _checked(path, records, schema, relation, 0)
+            return
+        reader = csv_reader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
+        if missing:
+            raise SourceDataError(f"{path}:1: missing column(s) {', '.join(missing)} in the header")
+        yield from _csv_rows(path, reader, schema, relation)
+
+
+def _checked(
+    path: Path,
+    records: Iterable[tuple[int, dict[str, Any]]],
+    schema: plan.Schema,
+    relation: bool,
+    header_width: int,
+    first_seq: int = 1,
+    last_ts: int | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """Records (line, {column: text}) checked and converted one at a time:
+    the reference, and where every error is found and located."""
+    for seq, (line, record) in enumerate(records, start=first_seq):
+        where = f"{path}:{line}"
+        if EXTRA_FIELDS in record:
+            raise SourceDataError(f"{where}: more fields than the header has ({header_width})")
+        try:
+            ts = int(record["ts"])
+        except (KeyError, TypeError, ValueError):
+            raise SourceDataError(f"{where}: ts must be an integer (ms)") from None
+        check_ts(ts, where)
+        if last_ts is not None and ts < last_ts:
+            raise SourceDataError(f"{where}: ts {ts} goes back in time (previous {last_ts})")
+        last_ts = ts
+        sign = 1
+        if relation:
+            op = record.get("op")
+            op = op.strip() if isinstance(op, str) else op
+            if op not in ("+", "-"):
+                raise SourceDataError(f"{where}: op must be + or -")
+            sign = 1 if op == "+" else -1
+        try:
+            values = [convert(record[c.name], c, where) for c in schema.columns]
+        except KeyError as exc:
+            raise SourceDataError(f"{where}: missing column {exc.args[0]}") from None
+        yield (ts, seq, sign, *values)
+
+
+# Lines of a CSV file converted together, a column at a time.
+CSV_BLOCK = 4096
+
+
+def _csv_rows(
+    path: Path, reader: csv.DictReader[str], schema: plan.Schema, relation: bool
+) -> Iterator[tuple[Any, ...]]:
+    """A CSV file's rows, a block of lines at a time: the csv module's rows
+    (lists, not DictReader's dicts) are converted a column at a time by
+    :func:`_csv_block`; a block it cannot take whole (a bad value, a short
+    or long line) goes through :func:`_checked` row by row, which yields
+    the block's rows before the bad one and raises the located error."""
+    header = reader.fieldnames or []
+    raw = reader.reader  # DictReader's own csv.reader: same dialect, past the header
+    # A name given twice is the last such column, as in DictReader's dicts.
+    position = {name: i for i, name in enumerate(header)}
+    seq, last_ts = 1, None
+    while True:
+        lines: list[int] = []
+        rows: list[list[str]] = []
+        for row in raw:
+            if row:  # DictReader skips empty lines
+                lines.append(raw.line_num)
+                rows.append(row)
+                if len(rows) == CSV_BLOCK:
+                    break
+        if not rows:
+            return
+        block = _csv_block(rows, len(header), position, schema, relation, seq, last_ts)
+        if block is None:
+            records = [(line, _as_record(header, row)) for line, row in zip(lines, rows, strict=True)]
+            block = []
+            for element in _checked(path, records, schema, relation, len(header), seq, last_ts):
+                yield element  # the rows before a bad one are read, as row by row
+                block.append(element)
         else:
-            reader = csv_reader(handle)
-            header = reader.fieldnames or []
-            missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
-            if missing:
-                raise SourceDataError(f"{path}:1: missing column(s) {', '.join(missing)} in the header")
-            records = ((reader.line_num, row) for row in reader)
-        last_ts: int | None = None
-        for seq, (line, record) in enumerate(records, start=1):
-            where = f"{path}:{line}"
-            if EXTRA_FIELDS in record:
-                raise SourceDataError(f"{where}: more fields than the header has ({len(header)})")
-            try:
-                ts = int(record["ts"])
-            except (KeyError, TypeError, ValueError):
-                raise SourceDataError(f"{where}: ts must be an integer (ms)") from None
-            check_ts(ts, where)
-            if last_ts is not None and ts < last_ts:
-                raise SourceDataError(f"{where}: ts {ts} goes back in time (previous {last_ts})")
-            last_ts = ts
-            sign = 1
-            if relation:
-                op = record.get("op")
-                op = op.strip() if isinstance(op, str) else op
-                if op not in ("+", "-"):
-                    raise SourceDataError(f"{where}: op must be + or -")
-                sign = 1 if op == "+" else -1
-            try:
-                values = [convert(record[c.name], c, where) for c in schema.columns]
-            except KeyError as exc:
-                raise SourceDataError(f"{where}: missing column {exc.args[0]}") from None
-            yield (ts, seq, sign, *values)
+            yield from block
+        seq += len(block)
+        last_ts = block[-1][0]
+
+
+def _as_record(header: Sequence[str], row: list[str]) -> dict[str, Any]:
+    """A row as DictReader gives it: missing fields None, extra ones listed
+    under :data:`EXTRA_FIELDS`."""
+    record: dict[str, Any] = dict(zip(header, row, strict=False))
+    if len(row) > len(header):
+        record[EXTRA_FIELDS] = row[len(header) :]
+    for name in header[len(row) :]:
+        record[name] = None
+    return record
+
+
+def _csv_block(
+    rows: list[list[str]],
+    width: int,
+    position: dict[str, int],
+    schema: plan.Schema,
+    relation: bool,
+    first_seq: int,
+    last_ts: int | None,
+) -> list[tuple[Any, ...]] | None:
+    """The block's elements, or None if any row is not taken as it is (the
+    row path then says which and why). The conversions are the row path's
+    (``int``, ``float``, the same bounds), applied by ``map`` to whole
+    columns."""
+    if any(len(row) != width for row in rows):
+        return None
+    columns = list(zip(*rows, strict=True))
+    try:
+        ts = list(map(int, columns[position["ts"]]))
+        values: list[list[Any]] = []
+        for column in schema.columns:
+            texts = columns[position[column.name]]
+            name = column.type.name
+            if name is plan.TypeName.INTEGER:
+                integers = list(map(int, texts))
+                if min(integers) < INT_MIN or max(integers) > INT_MAX:
+                    return None
+                values.append(integers)
+            elif name is plan.TypeName.FLOAT:
+                floats = list(map(float, texts))
+                if not all(map(math.isfinite, floats)):
+                    return None
+                values.append(floats)
+            elif name is plan.TypeName.BYTE:
+                if any(len(t) != 1 or ord(t) > 0xFF for t in texts):
+                    return None
+                values.append(list(texts))
+            else:
+                if max(map(len, map(str.encode, texts))) > column.type.length:
+                    return None
+                values.append(list(texts))
+    except ValueError:
+        return None
+    if min(ts) < TS_MIN or max(ts) > TS_MAX or (last_ts is not None and ts[0] < last_ts):
+        return None
+    if not all(map(operator.le, ts, itertools.islice(ts, 1, None))):
+        return None
+    signs: Iterable[int] = itertools.repeat(1, len(rows))
+    if relation:
+        ops = [op.strip() for op in columns[position["op"]]]
+        if not set(ops) <= {"+", "-"}:
+            return None
+        signs = [1 if op == "+" else -1 for op in ops]
+    seqs = range(first_seq, first_seq + len(rows))
+    return list(zip(ts, seqs, signs, *values, strict=True))
 
 
 EXTRA_FIELDS = "\0extra"  # DictReader's key for the fields of a row longer than the header

@@ -17,6 +17,7 @@ import asyncio
 import bisect
 import contextlib
 import logging
+import math
 import operator
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
@@ -310,6 +311,7 @@ class EdgeSender:
         self.bytes_sent = 0
         self.rows_sent = 0
         self.frames_sent = 0
+        self.last_frame_at = -math.inf  # clock.monotonic() of the last rows or watermark written
         self.points_sent = 0
         # Operator states: those the consumer sent ahead of its Level-1
         # points (read by the output section), and the position of the last
@@ -520,11 +522,15 @@ class EdgeSender:
             limit = self.limit()
             available = limit - self.sent
             small = 0 < available < self.batch_rows
-            if small and self.linger > 0 and not log_.end_of_stream and not lingered:
-                # Wait for more rows, then check again from the top: a
+            wait = self.last_frame_at + self.linger - clock.monotonic()
+            if small and wait > 0 and not log_.end_of_stream and not lingered:
+                # A partial batch leaves at least ``linger`` after the
+                # previous frame (a frame costs hundreds of microseconds of
+                # gRPC at each end, whatever it holds); a row after a quiet
+                # spell goes at once. Then check again from the top: a
                 # Level-1 cut may have freed rows meanwhile (reading them
                 # now would label the log's first rows with older seqs).
-                await asyncio.sleep(self.linger)
+                await asyncio.sleep(wait)
                 lingered = True
                 continue
             lingered = False
@@ -617,3 +623,4 @@ class EdgeSender:
         self._count(frame.ByteSize(), len(rows))
         self.rows_sent += len(rows)
         self.frames_sent += 1
+        self.last_frame_at = clock.monotonic()
