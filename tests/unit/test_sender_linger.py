@@ -9,21 +9,13 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 
 from semiactive.ha.output_log import OutputLog
-from semiactive.ha.views import ViewTable
 from semiactive.node.cql import plan
-from semiactive.node.sections.codec import RowCodec
-from semiactive.node.sections.input import EdgeInput, InputSection
-from semiactive.node.service.metrics import NodeMetrics
-from semiactive.node.service.roles.inbound import InboundEdgeSession
 from semiactive.node.service.roles.sink import SinkRole
-from semiactive.node.service.transport import DataPlaneServer, EdgeSender
 from semiactive.topology import Edge
-from semiactive.wire import dataplane_pb2 as pb
-from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.grpc_sink import sender_to, sink_server
 
 SCHEMA = plan.Schema((plan.Column("id", plan.INTEGER),))
 EDGE = Edge("up", "down", "s", SCHEMA, plan.Kind.STREAM, 0)
@@ -32,18 +24,8 @@ LINGER_S = 2.0
 
 @pytest.fixture
 async def sink() -> AsyncIterator[tuple[SinkRole, int]]:
-    codec = RowCodec(SCHEMA, plan.Kind.STREAM)
-    metrics = NodeMetrics("n", "down", "sink")
-    role = SinkRole("down", InputSection([EdgeInput(EDGE.id, EDGE.stream, 0, codec)]), metrics, None)
-    session = InboundEdgeSession(EDGE, ViewTable(), role, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server()
-    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield role, port
-    finally:
-        await server.stop(0)
+    async with sink_server(EDGE) as served:
+        yield served
 
 
 async def _delivered(role: SinkRole, count: int) -> float:
@@ -61,18 +43,7 @@ async def test_rows_close_together_share_a_frame_a_lone_row_goes_at_once(
     role, port = sink
     log = OutputLog()
     log.add_edge(EDGE.id)
-    sender = EdgeSender(
-        sender="up-1",
-        edge=EDGE.id,
-        target="down",
-        address=f"127.0.0.1:{port}",
-        log=log,
-        codec=RowCodec(SCHEMA, plan.Kind.STREAM),
-        channel=pb.DATA,
-        epoch=lambda: 0,
-        on_feedback=lambda s, f: None,
-        linger=linger_s,
-    )
+    sender = sender_to(EDGE, port, log, linger=linger_s)
     task = asyncio.create_task(sender.run())
     try:
         await asyncio.wait_for(sender.connected.wait(), timeout=30)

@@ -8,25 +8,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import grpc
 import pytest
 
 from semiactive.cli import main
 from semiactive.embedded import query as embedded
 from semiactive.ha.output_log import OutputLog
-from semiactive.ha.views import ViewTable
 from semiactive.node.connectors.sources import INT_MAX, INT_MIN, SourceDataError, convert, read_rows
 from semiactive.node.cql import compile_program, plan
 from semiactive.node.engine.engine import Engine, EvaluationError
 from semiactive.node.sections.codec import INT_NULL, OutOfRangeError, RowCodec
-from semiactive.node.sections.input import EdgeInput, InputSection
-from semiactive.node.service.metrics import NodeMetrics
-from semiactive.node.service.roles.inbound import InboundEdgeSession
-from semiactive.node.service.roles.sink import SinkRole
-from semiactive.node.service.transport import DataPlaneServer, EdgeSender
 from semiactive.topology import Edge
-from semiactive.wire import dataplane_pb2 as pb
-from semiactive.wire import dataplane_pb2_grpc as pb_grpc
+from tests.grpc_sink import sender_to, sink_server
 
 SCHEMA = plan.Schema((plan.Column("id", plan.INTEGER), plan.Column("v", plan.INTEGER)))
 COLUMN = plan.Column("v", plan.INTEGER)
@@ -142,31 +134,11 @@ async def test_a_sender_stops_with_the_out_of_range_error_not_silently() -> None
     """What a stage's sender does with such a row: its task ends with the
     error naming the column (the daemon logs it and exits), nothing is sent."""
     edge = Edge("up", "down", "s", SCHEMA, plan.Kind.STREAM, 0)
-    codec = RowCodec(SCHEMA, plan.Kind.STREAM)
-    metrics = NodeMetrics("n", "down", "sink")
-    sink = SinkRole("down", InputSection([EdgeInput(edge.id, edge.stream, 0, codec)]), metrics, None)
-    session = InboundEdgeSession(edge, ViewTable(), sink, metrics, on_rewind=lambda edges: None)
-    server = grpc.aio.server()
-    pb_grpc.add_DataPlaneServicer_to_server(DataPlaneServer(lambda h, peer: session), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
     log = OutputLog()
     log.add_edge(edge.id)
     log.append([(1, 1, 1, 7, 1), (2, 2, 1, 8, 2**63)], 2)
-    sender = EdgeSender(
-        sender="up-1",
-        edge=edge.id,
-        target="down",
-        address=f"127.0.0.1:{port}",
-        log=log,
-        codec=codec,
-        channel=pb.DATA,
-        epoch=lambda: 0,
-        on_feedback=lambda s, f: None,
-    )
-    try:
+    async with sink_server(edge) as (sink, port):
+        sender = sender_to(edge, port, log)
         with pytest.raises(OutOfRangeError, match=r"row at ts 2: column v = 9223372036854775808"):
             await asyncio.wait_for(sender.run(), timeout=20)
-    finally:
-        await server.stop(0)
     assert sink.delivered == 0
