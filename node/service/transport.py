@@ -522,17 +522,18 @@ class EdgeSender:
             limit = self.limit()
             available = limit - self.sent
             small = 0 < available < self.batch_rows
-            wait = self.last_frame_at + self.linger - clock.monotonic()
-            if small and wait > 0 and not log_.end_of_stream and not lingered:
+            if small and self.linger > 0 and not log_.end_of_stream and not lingered:
                 # A partial batch leaves at least ``linger`` after the
                 # previous frame (a frame costs hundreds of microseconds of
                 # gRPC at each end, whatever it holds); a row after a quiet
                 # spell goes at once. Then check again from the top: a
                 # Level-1 cut may have freed rows meanwhile (reading them
                 # now would label the log's first rows with older seqs).
-                await asyncio.sleep(wait)
-                lingered = True
-                continue
+                wait = self.last_frame_at + self.linger - clock.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    lingered = True
+                    continue
             lingered = False
             if available > 0:
                 last = self.sent + min(available, self.batch_rows)
@@ -623,4 +624,5 @@ class EdgeSender:
         self._count(frame.ByteSize(), len(rows))
         self.rows_sent += len(rows)
         self.frames_sent += 1
-        self.last_frame_at = clock.monotonic()
+        if self.linger:
+            self.last_frame_at = clock.monotonic()
