@@ -317,19 +317,22 @@ def test_a_live_cluster_scraped_by_prometheus(
             prometheus.api("label/node/values", **{"match[]": 'semiactive_node_info{stage=~".*"}'})
         )
 
-        check_overhead_against_telemetry(prometheus, run_dir, now)
+        check_overhead_against_telemetry(prometheus, run_dir, addresses[PRODUCER], now)
     finally:
         prometheus.stop()
 
 
-def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, now: float) -> None:
+def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, address: str, now: float) -> None:
     """The HA dashboard's cumulative overhead of the A-SAS edge against the
     producer's telemetry (edges-<node>.jsonl, backup bytes over data bytes)
     around the same moment: the latest scrape of the last 30 s that has a
     telemetry sample on each side, whose ratios bound what the panel shows
     (both read the node's status snapshot; early in a run the ratio moves by
     a few percent between two samples, so a single nearest sample is not a
-    fair reference)."""
+    fair reference). A scrape's samples carry the time it started, but the
+    node answers on its event loop, maybe later: the snapshot it serves lies
+    within the scrape's duration (``scrape_duration_seconds``) after it, so
+    the later sample is the first one past that."""
     samples = [
         r
         for r in read_jsonl(run_dir / "telemetry" / f"edges-{PRODUCER}.jsonl")
@@ -342,10 +345,16 @@ def check_overhead_against_telemetry(prometheus: Prometheus, run_dir: Path, now:
     )["result"]
     assert {s["metric"]["channel"] for s in series} == {"data", "backup"}, series
     scrapes = sorted(set.intersection(*({float(t) for t, _ in s["values"]} for s in series)))
+    (durations,) = prometheus.api(
+        "query", query=f'scrape_duration_seconds{{instance="{address}"}}[30s]', time=now
+    )["result"]
+    answered = {float(t): float(t) + float(d) for t, d in durations["values"]}
     bracketed = [
         (t, earlier[-1], later[0])
         for t in scrapes
-        if (earlier := [r for r in samples if r["t"] <= t]) and (later := [r for r in samples if r["t"] >= t])
+        if t in answered
+        and (earlier := [r for r in samples if r["t"] <= t])
+        and (later := [r for r in samples if r["t"] >= answered[t]])
     ]
     assert bracketed, (scrapes, [r["t"] for r in samples])
     scraped_at, before, after = bracketed[-1]
