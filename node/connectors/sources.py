@@ -31,9 +31,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from semiactive.errors import UserError
+from semiactive.node.connectors import csv_numeric
+from semiactive.node.connectors.csv_numeric import NumericBlock
 from semiactive.node.cql import plan
 
 # An input integer outside the range (plan.INT_MIN..INT_MAX) would either
@@ -259,9 +261,19 @@ def _float(value: str, column: plan.Column, where: str) -> float:
 def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterator[tuple[Any, ...]]:
     """Elements ``(ts, seq, sign, values...)`` from a CSV (header row) or
     JSON Lines file. Raises :class:`SourceDataError` naming file and line."""
+    for block in read_blocks(path, schema, kind):
+        yield from block if isinstance(block, list) else block.elements()
+
+
+def read_blocks(
+    path: str | Path, schema: plan.Schema, kind: plan.Kind
+) -> Iterator[list[tuple[Any, ...]] | NumericBlock]:
+    """:func:`read_rows`'s elements a block at a time, as they are read: a
+    CSV file of numbers in numpy's arrays (:mod:`.csv_numeric`), anything
+    else in lists of elements. A caller that works on columns takes the
+    arrays as they are."""
     path = Path(path)
     relation = kind is plan.Kind.RELATION
-    names = [c.name for c in schema.columns]
     try:
         handle = path.open(newline="")
     except OSError as exc:
@@ -271,14 +283,40 @@ def read_rows(path: str | Path, schema: plan.Schema, kind: plan.Kind) -> Iterato
             records = (
                 (n, _json_line(path, n, line)) for n, line in enumerate(handle, start=1) if line.strip()
             )
-            yield from _checked(path, records, schema, relation, 0)
+            yield from _in_blocks(_checked(path, records, schema, relation, 0))
             return
-        reader = csv_reader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
-        if missing:
-            raise SourceDataError(f"{path}:1: missing column(s) {', '.join(missing)} in the header")
-        yield from _csv_rows(path, reader, schema, relation)
+        yield from _csv_blocks(path, handle, schema, relation)
+
+
+def _csv_blocks(
+    path: Path, handle: IO[str], schema: plan.Schema, relation: bool
+) -> Iterator[list[tuple[Any, ...]] | NumericBlock]:
+    """A CSV file's elements a block at a time: numpy's blocks
+    (:mod:`.csv_numeric`) while it takes them, then lists of elements the
+    csv module's way (:func:`_csv_rows`) from the first block it does not
+    take to the end of the file."""
+    reader = csv_reader(handle)
+    header = reader.fieldnames or []
+    names = [c.name for c in schema.columns]
+    missing = [c for c in ["ts", *names, *(["op"] if relation else [])] if c not in header]
+    if missing:
+        raise SourceDataError(f"{path}:1: missing column(s) {', '.join(missing)} in the header")
+    shape = None if relation else csv_numeric.layout(header, schema)
+    seq, last_ts, line = 1, None, reader.line_num
+    if shape is None:
+        yield from _csv_rows(path, reader.reader, header, schema, relation, seq, last_ts, 0)
+        return
+    while lines := handle.readlines(NUMERIC_BLOCK_BYTES):
+        block = csv_numeric.parse(lines, shape, seq, last_ts, (TS_MIN, TS_MAX), (INT_MIN, INT_MAX))
+        if block is None:
+            # DictReader's dialect, its line numbers carried on.
+            raw = csv.reader(itertools.chain(lines, handle), skipinitialspace=True)
+            yield from _csv_rows(path, raw, header, schema, relation, seq, last_ts, line)
+            return
+        yield block
+        seq += len(block)
+        last_ts = int(block.ts[-1])
+        line += len(lines)
 
 
 def _checked(
@@ -318,45 +356,78 @@ def _checked(
         yield (ts, seq, sign, *values)
 
 
-# Lines of a CSV file converted together, a column at a time.
+class _CsvRows(Protocol):
+    """A csv.reader: its rows and the line it has read up to."""
+
+    @property
+    def line_num(self) -> int: ...
+    def __iter__(self) -> Iterator[list[str]]: ...
+
+
+# Lines of a CSV file converted together, a column at a time (the csv
+# module's way), and the bytes of lines numpy parses together.
 CSV_BLOCK = 4096
+NUMERIC_BLOCK_BYTES = 1 << 20
 
 
 def _csv_rows(
-    path: Path, reader: csv.DictReader[str], schema: plan.Schema, relation: bool
-) -> Iterator[tuple[Any, ...]]:
-    """A CSV file's rows, a block of lines at a time: the csv module's rows
-    (lists, not DictReader's dicts) are converted a column at a time by
-    :func:`_csv_block`; a block it cannot take whole (a bad value, a short
-    or long line) goes through :func:`_checked` row by row, which yields
-    the block's rows before the bad one and raises the located error."""
-    header = reader.fieldnames or []
-    raw = reader.reader  # DictReader's own csv.reader: same dialect, past the header
+    path: Path,
+    raw: _CsvRows,
+    header: Sequence[str],
+    schema: plan.Schema,
+    relation: bool,
+    seq: int,
+    last_ts: int | None,
+    line_offset: int,
+) -> Iterator[list[tuple[Any, ...]]]:
+    """A CSV file's rows (``raw``: a csv.reader past the header and
+    ``line_offset`` lines), a block of lines at a time: the csv module's
+    rows are converted a column at a time by :func:`_csv_block`; a block it
+    cannot take whole (a bad value, a short or long line) goes through
+    :func:`_checked` row by row, which yields the block's rows before the
+    bad one and raises the located error."""
     # A name given twice is the last such column, as in DictReader's dicts.
     position = {name: i for i, name in enumerate(header)}
-    seq, last_ts = 1, None
     while True:
         lines: list[int] = []
         rows: list[list[str]] = []
         for row in raw:
             if row:  # DictReader skips empty lines
-                lines.append(raw.line_num)
+                lines.append(line_offset + raw.line_num)
                 rows.append(row)
                 if len(rows) == CSV_BLOCK:
                     break
         if not rows:
             return
-        block = _csv_block(rows, len(header), position, schema, relation, seq, last_ts)
-        if block is None:
+        taken = _csv_block(rows, len(header), position, schema, relation, seq, last_ts)
+        if taken is None:
             records = [(line, _as_record(header, row)) for line, row in zip(lines, rows, strict=True)]
-            block = []
-            for element in _checked(path, records, schema, relation, len(header), seq, last_ts):
-                yield element  # the rows before a bad one are read, as row by row
-                block.append(element)
+            # One list (CSV_BLOCK rows at most); on a bad row, the rows before it, then the error.
+            for block in _in_blocks(_checked(path, records, schema, relation, len(header), seq, last_ts)):
+                yield block
         else:
-            yield from block
+            block = taken
+            yield block
         seq += len(block)
         last_ts = block[-1][0]
+
+
+def _in_blocks(rows: Iterator[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    """Rows in lists of :data:`CSV_BLOCK`; on a bad row, the rows before
+    it are yielded before the error is raised, as row by row."""
+    block: list[tuple[Any, ...]] = []
+    try:
+        for row in rows:
+            block.append(row)
+            if len(block) == CSV_BLOCK:
+                yield block
+                block = []
+    except SourceDataError:
+        if block:
+            yield block
+        raise
+    if block:
+        yield block
 
 
 def _as_record(header: Sequence[str], row: list[str]) -> dict[str, Any]:

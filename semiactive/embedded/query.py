@@ -7,6 +7,9 @@ the engine in timestamp order and prints the chosen query's output as JSON
 Lines: ``{"seq": n, "ts": t, <fields in SELECT order>}``, with ``"op"`` for
 a relation-valued query. It streams (:func:`stream`): memory holds the
 program's state and one slice of input rows, whatever the input's length.
+A vectorized query over one input stream takes the column path
+(:func:`stream_columns`): a CSV file of numbers goes from numpy's parser to
+the columnar engine as arrays, with no row in between.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ from itertools import islice
 from pathlib import Path
 from typing import Protocol, TextIO
 
+import numpy as np
+
 from semiactive.errors import UserError
+from semiactive.node.connectors.csv_numeric import NumericBlock
 from semiactive.node.connectors.jsonl import formatter
-from semiactive.node.connectors.sources import SourceDataError, read_rows
+from semiactive.node.connectors.sources import SourceDataError, read_blocks, read_rows
 from semiactive.node.cql import CqlError, compile_program, explain, plan
 from semiactive.node.cql.bounds import WindowBounds
 from semiactive.node.cql.partitioning import check_partitioning
+from semiactive.node.engine.columnar.batch import ColumnBatch
 from semiactive.node.engine.columnar.shape import NotVectorized, describe
 from semiactive.node.engine.columnar.vector_engine import ElementEngine, VectorEngine
 from semiactive.node.engine.elements import Element
@@ -190,6 +197,47 @@ def stream(
         raise SourceDataError(str(exc)) from None
 
 
+def stream_columns(
+    engine: VectorEngine,
+    input_name: str,
+    name: str,
+    blocks: Iterable[list[Element] | NumericBlock],
+) -> Iterator[list[Element]]:
+    """:func:`stream` for one input stream read as column blocks
+    (:func:`read_blocks`): a CSV file of numbers goes from numpy's parser
+    to the columnar engine with no row in between. After each block the
+    engine runs up to the instant before its last ts, at the end up to the
+    last ts, as :func:`stream` does after each slice."""
+    width = engine.widths[input_name]
+    end = 0
+    try:
+        for block in blocks:
+            batch = _column_batch(block, width)
+            if not len(batch):
+                continue
+            engine.push(input_name, batch)
+            end = max(end, int(batch.ts[-1]))
+            part = engine.advance(int(batch.ts[-1]) - 1)[name]
+            if len(part):
+                yield part.to_elements()
+        part = engine.advance(end)[name]
+        if len(part):
+            yield part.to_elements()
+    except (EvaluationError, InputOrderError) as exc:
+        raise SourceDataError(str(exc)) from None
+
+
+def _column_batch(block: list[Element] | NumericBlock, width: int) -> ColumnBatch:
+    if isinstance(block, list):
+        return ColumnBatch.from_elements(block, width)
+    lineage = np.arange(block.first_seq, block.first_seq + len(block), dtype=np.int64)
+    return ColumnBatch(block.ts, lineage, block.columns)
+
+
+def _streams_only(program: plan.Program, files: Mapping[str, str]) -> bool:
+    return all(program.inputs[n].kind is plan.Kind.STREAM for n in files)
+
+
 def _output(program: plan.Program, output: str | None) -> str:
     name = output or program.last_query
     if name not in program.queries:
@@ -269,13 +317,21 @@ def run(
     missing = [n for n in program.inputs if n not in files and _used(program, n)]
     if missing:
         raise SourceDataError(f"no --stream given for input(s) {', '.join(missing)}")
-    root = program.query(_output(program, output))
+    name = _output(program, output)
+    root = program.query(name)
     fmt = formatter(root.schema, root.kind)
     out = out or sys.stdout  # looked up now: sys.stdout may be replaced (tests, redirection)
+    runner, _ = _runner(program, name, executor, run_limit)
+    parts: Iterator[list[Element]]
+    if isinstance(runner, ElementEngine) and len(files) == 1 and _streams_only(program, files):
+        ((input_name, path),) = files.items()
+        blocks = read_blocks(path, program.inputs[input_name].schema, plan.Kind.STREAM)
+        parts = stream_columns(runner.engine, input_name, name, blocks)
+    else:
+        inputs = load_inputs(program, files)
+        parts = stream(program, inputs, output, executor, run_limit, slice_rows=slice_rows)
     seq = 0
-    for part in stream(
-        program, load_inputs(program, files), output, executor, run_limit, slice_rows=slice_rows
-    ):
+    for part in parts:
         out.write("".join(fmt(i, r) for i, r in enumerate(part, start=seq + 1)))
         seq += len(part)
     return 0
