@@ -292,9 +292,9 @@ def _csv_blocks(
     path: Path, handle: IO[str], schema: plan.Schema, relation: bool
 ) -> Iterator[list[tuple[Any, ...]] | NumericBlock]:
     """A CSV file's elements a block at a time: numpy's blocks
-    (:mod:`.csv_numeric`) while it takes them, then lists of elements the
-    csv module's way (:func:`_csv_rows`) from the first block it does not
-    take to the end of the file."""
+    (:mod:`.csv_numeric`), and lists of elements the csv module's way
+    (:func:`_csv_rows`) for a block numpy does not take; from a block with
+    a quote on, to the end of the file."""
     reader = csv_reader(handle)
     header = reader.fieldnames or []
     names = [c.name for c in schema.columns]
@@ -308,14 +308,24 @@ def _csv_blocks(
         return
     while lines := handle.readlines(NUMERIC_BLOCK_BYTES):
         block = csv_numeric.parse(lines, shape, seq, last_ts, (TS_MIN, TS_MAX), (INT_MIN, INT_MAX))
-        if block is None:
-            # DictReader's dialect, its line numbers carried on.
+        if block is not None:
+            yield block
+            seq += len(block)
+            last_ts = int(block.ts[-1])
+            line += len(lines)
+            continue
+        # DictReader's dialect, its line numbers carried on.
+        if any('"' in text for text in lines):
+            # A quoted field may hold a line break: the rest of the file the csv module's way.
             raw = csv.reader(itertools.chain(lines, handle), skipinitialspace=True)
             yield from _csv_rows(path, raw, header, schema, relation, seq, last_ts, line)
             return
-        yield block
-        seq += len(block)
-        last_ts = int(block.ts[-1])
+        # Without quotes a line is a row: these lines the csv module's way, then numpy's again.
+        raw = csv.reader(lines, skipinitialspace=True)
+        for rows in _csv_rows(path, raw, header, schema, relation, seq, last_ts, line):
+            yield rows
+            seq += len(rows)
+            last_ts = rows[-1][0]
         line += len(lines)
 
 

@@ -183,6 +183,24 @@ def test_a_bad_value_after_numpy_s_blocks_names_its_line(tmp_path: Path) -> None
     assert len(rows) == 28_998 and rows[-1][1] == 28_998
 
 
+@pytest.mark.parametrize(("odd", "numpy_after"), [("1_000", True), ('"1000"', False)])
+def test_after_a_block_numpy_refuses(tmp_path: Path, odd: str, numpy_after: bool) -> None:
+    """A value numpy refuses and Python reads costs its block only; a
+    quote (a quoted field may hold a line break) the rest of the file."""
+    path = tmp_path / "odd.csv"
+    lines = [f"{i // 2},{i * 7 - 300},{i / 4}" for i in range(50_000)]
+    lines[10_000] = f"5000,{odd},0.5"
+    path.write_text("ts,v,x\n" + "\n".join(lines) + "\n")
+    with patch.object(sources, "NUMERIC_BLOCK_BYTES", 100_000):
+        blocks = list(read_blocks(path, NUMBERS, plan.Kind.STREAM))
+        rows = list(read_rows(path, NUMBERS, plan.Kind.STREAM))
+    assert rows == _row_path(path)[0] and rows[10_000][3] == 1000 and len(rows) == 50_000
+    kinds = [isinstance(b, NumericBlock) for b in blocks]
+    refused = kinds.index(False)
+    assert kinds[:refused] == [True] * refused and refused > 0
+    assert any(kinds[refused:]) is numpy_after
+
+
 # Vectorized programs (the test fails if ``query run`` takes the row path).
 PROGRAMS = [
     "REGISTER QUERY f AS SELECT * FROM S WHERE v >= 0;\n"
