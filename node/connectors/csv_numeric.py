@@ -3,13 +3,13 @@
 
 It is a fast path, never the definition: a block is taken only if every
 line parses into exactly the header's fields with every value in range and
-ts non-decreasing; anything else (a quote, an empty or short line, a value
+ts non-decreasing. Anything else (a quote, an empty or short line, a value
 numpy reads differently from Python's ``int``/``float``, such as ``1_000``)
 returns None, and the caller reads that block the csv module's way (from a
 block with a quote on, the rest of the file), which locates the error or
-reads what numpy refused. It
-applies to a stream whose columns are all integer or float and whose
-header names exactly ``ts`` and those columns (no others, none twice).
+reads what numpy refused. It applies to a stream whose columns are all
+integer or float and whose header names exactly ``ts`` and those columns
+(no others, none twice).
 """
 
 from __future__ import annotations
