@@ -1,7 +1,7 @@
 """The same job on semiactive and on Apache Flink, on this machine, in one
 run: generator -> filter -> window sum -> sink.
 
-    python bench/flink_comparison.py [--tuples 2000000] [--rates 25000,50000,100000]
+    python bench/flink_comparison.py [--tuples 10000000] [--rates 25000,50000,100000]
 
 The job: tuples ``(ts, id, val)``, one per ms, val uniform in [-50, 1000);
 ``WHERE val >= 0``; SUM(val) over a 100-ms window sliding by 10 ms; every
@@ -185,7 +185,7 @@ def cluster_rate(rates: list[int], seconds: float, directory: Path) -> tuple[int
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tuples", type=int, default=2_000_000, help="the larger input; the smaller is 1/5")
+    parser.add_argument("--tuples", type=int, default=10_000_000, help="the larger input; the smaller is 1/5")
     parser.add_argument("--rates", default="25000,50000,100000", help="the cluster's source rates")
     parser.add_argument("--seconds", type=float, default=6.0, help="each cluster run")
     parser.add_argument("--no-row-engine", action="store_true", help="skip the row engine (slow)")
