@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from semiactive.embedded import query as embedded
 from semiactive.node.connectors import sources
 from semiactive.node.connectors.csv_numeric import NumericBlock
-from semiactive.node.connectors.sources import SourceDataError, _checked, csv_reader, read_blocks, read_rows
+from semiactive.node.connectors.sources import SourceDataError, read_blocks, read_rows
 from semiactive.node.cql import plan
+from tests.unit.test_sources import _read_rows, _row_path
 
 NUMBERS = plan.Schema((plan.Column("v", plan.INTEGER), plan.Column("x", plan.FLOAT)))
 # Per column: values both numpy and Python take; values Python takes and
@@ -84,20 +85,6 @@ def csv_files(draw: st.DrawFn) -> str:
     return ending.join(lines) + draw(st.sampled_from([ending, ""]))
 
 
-def _row_path(path: Path) -> tuple[list[tuple[object, ...]], str]:
-    """The rows and the error of the row-by-row reader (DictReader records)."""
-    out: list[tuple[object, ...]] = []
-    with path.open(newline="") as handle:
-        reader = csv_reader(handle)
-        records = ((reader.line_num, row) for row in reader)
-        try:
-            for row in _checked(path, records, NUMBERS, False, len(reader.fieldnames or [])):
-                out.append(row)
-        except SourceDataError as exc:
-            return out, str(exc)
-    return out, ""
-
-
 @settings(max_examples=500, deadline=None, derandomize=True)
 @given(csv_files(), st.sampled_from([1, 16, 60, 200, 1 << 20]))
 def test_numpy_blocks_give_the_row_path_s_rows_and_errors(
@@ -105,15 +92,9 @@ def test_numpy_blocks_give_the_row_path_s_rows_and_errors(
 ) -> None:
     path = tmp_path_factory.mktemp("csv") / "in.csv"
     path.write_bytes(text.encode())
-    expected = _row_path(path)
-    rows: list[tuple[object, ...]] = []
-    error = ""
+    expected = _row_path(path, False, NUMBERS)
     with patch.object(sources, "NUMERIC_BLOCK_BYTES", block_bytes):
-        try:
-            for row in read_rows(path, NUMBERS, plan.Kind.STREAM):
-                rows.append(row)
-        except SourceDataError as exc:
-            error = str(exc)
+        rows, error = _read_rows(path, NUMBERS, plan.Kind.STREAM)
     assert (rows, error) == expected
     assert [type(v) for r in rows for v in r] == [type(v) for r in expected[0] for v in r]
 
@@ -134,14 +115,9 @@ def test_what_numpy_parses_but_the_row_path_refuses(
     lines.insert(where, bad)
     path = tmp_path / "in.csv"
     path.write_text("ts,v,x\n" + "\n".join(lines) + "\n")
-    rows: list[tuple[object, ...]] = []
-    error = ""
     with patch.object(sources, "NUMERIC_BLOCK_BYTES", block_bytes):
-        try:
-            rows.extend(read_rows(path, NUMBERS, plan.Kind.STREAM))
-        except SourceDataError as exc:
-            error = str(exc)
-    assert (rows, error) == _row_path(path)
+        rows, error = _read_rows(path, NUMBERS, plan.Kind.STREAM)
+    assert (rows, error) == _row_path(path, False, NUMBERS)
     assert error or (bad, where) == ("0,1,0.5", 0)  # ts 0 first does not go back
 
 
@@ -194,7 +170,7 @@ def test_after_a_block_numpy_refuses(tmp_path: Path, odd: str, numpy_after: bool
     with patch.object(sources, "NUMERIC_BLOCK_BYTES", 100_000):
         blocks = list(read_blocks(path, NUMBERS, plan.Kind.STREAM))
         rows = list(read_rows(path, NUMBERS, plan.Kind.STREAM))
-    assert rows == _row_path(path)[0] and rows[10_000][3] == 1000 and len(rows) == 50_000
+    assert rows == _row_path(path, False, NUMBERS)[0] and rows[10_000][3] == 1000 and len(rows) == 50_000
     kinds = [isinstance(b, NumericBlock) for b in blocks]
     refused = kinds.index(False)
     assert kinds[:refused] == [True] * refused and refused > 0

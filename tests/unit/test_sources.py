@@ -370,18 +370,32 @@ def csv_files(draw: st.DrawFn) -> tuple[str, bool]:
     return "\n".join(lines) + "\n", relation
 
 
-def _row_path(path: Path, relation: bool) -> tuple[list[tuple[object, ...]], str]:
+Read = tuple[list[tuple[object, ...]], str]  # rows, and the error after them ("" if none)
+
+
+def _row_path(path: Path, relation: bool, schema: plan.Schema = MIXED) -> Read:
     """The rows and the error of the row-by-row reader (DictReader records)."""
     out: list[tuple[object, ...]] = []
     with path.open(newline="") as handle:
         reader = csv_reader(handle)
         records = ((reader.line_num, row) for row in reader)
         try:
-            for row in _checked(path, records, MIXED, relation, len(reader.fieldnames or [])):
+            for row in _checked(path, records, schema, relation, len(reader.fieldnames or [])):
                 out.append(row)
         except SourceDataError as exc:
             return out, str(exc)
     return out, ""
+
+
+def _read_rows(path: Path, schema: plan.Schema, kind: plan.Kind) -> Read:
+    """``read_rows``'s rows, and its error after them."""
+    rows: list[tuple[object, ...]] = []
+    try:
+        for row in read_rows(path, schema, kind):
+            rows.append(row)
+    except SourceDataError as exc:
+        return rows, str(exc)
+    return rows, ""
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
@@ -396,14 +410,8 @@ def test_csv_blocks_give_the_row_path_s_rows_and_errors(
     path.write_text(text)
     expected_rows, expected_error = _row_path(path, relation)
     kind = plan.Kind.RELATION if relation else plan.Kind.STREAM
-    rows: list[tuple[object, ...]] = []
-    error = ""
     with patch.object(sources, "CSV_BLOCK", block):
-        try:
-            for row in read_rows(path, MIXED, kind):
-                rows.append(row)
-        except SourceDataError as exc:
-            error = str(exc)
+        rows, error = _read_rows(path, MIXED, kind)
     assert (rows, error) == (expected_rows, expected_error)
 
 
