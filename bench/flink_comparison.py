@@ -79,10 +79,12 @@ def write_inputs(n: int, directory: Path) -> tuple[Path, Path]:
     """The same tuples twice: with a header (semiactive reads columns by
     name) and without (Flink's CSV format has none)."""
     rnd = random.Random(1)
-    lines = [f"{i},{i},{rnd.randrange(-50, 1000)}\n" for i in range(n)]
+    text = "".join([f"{i},{i},{rnd.randrange(-50, 1000)}\n" for i in range(n)])
     headed, bare = directory / f"in-{n}.csv", directory / f"in-{n}-bare.csv"
-    bare.write_text("".join(lines))
-    headed.write_text("ts,id,val\n" + "".join(lines))
+    bare.write_text(text)
+    with headed.open("w") as out:
+        out.write("ts,id,val\n")
+        out.write(text)
     return headed, bare
 
 

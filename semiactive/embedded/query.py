@@ -202,24 +202,28 @@ def stream_columns(
     input_name: str,
     name: str,
     blocks: Iterable[list[Element] | NumericBlock],
+    slice_rows: int = SLICE_ROWS,
 ) -> Iterator[list[Element]]:
     """:func:`stream` for one input stream read as column blocks
     (:func:`read_blocks`): a CSV file of numbers goes from numpy's parser
-    to the columnar engine with no row in between. After each block the
-    engine runs up to the instant before its last ts, at the end up to the
-    last ts, as :func:`stream` does after each slice."""
+    to the columnar engine with no row in between. The engine takes a
+    block ``slice_rows`` rows at a time, so that what it holds is the
+    state and one slice, as in :func:`stream`; after each slice it runs
+    up to the instant before the slice's last ts, at the end up to the
+    last ts."""
     width = engine.widths[input_name]
     end = 0
     try:
         for block in blocks:
             batch = _column_batch(block, width)
-            if not len(batch):
-                continue
-            engine.push(input_name, batch)
-            end = max(end, int(batch.ts[-1]))
-            part = engine.advance(int(batch.ts[-1]) - 1)[name]
-            if len(part):
-                yield part.to_elements()
+            step = slice_rows if slice_rows > 0 else max(len(batch), 1)
+            for start in range(0, len(batch), step):
+                piece = batch.take(slice(start, start + step))  # type: ignore[arg-type]
+                engine.push(input_name, piece)
+                end = max(end, int(piece.ts[-1]))
+                part = engine.advance(int(piece.ts[-1]) - 1)[name]
+                if len(part):
+                    yield part.to_elements()
         part = engine.advance(end)[name]
         if len(part):
             yield part.to_elements()
@@ -266,14 +270,24 @@ def _runner(program: plan.Program, name: str, executor: str, run_limit: int) -> 
             return HeartbeatEngine(program, [name], run_limit=run_limit), False
         except RecursiveProgramError as exc:
             raise SourceDataError(f"--executor hb: {exc}") from None
-    if executor in ("columnar", "auto"):
-        try:
-            return ElementEngine(VectorEngine(program, [name])), False
-        except NotVectorized as exc:
-            if executor == "columnar":
-                raise SourceDataError(f"--executor columnar: {exc}: it keeps the row engine (dts)") from None
+    vector = _vector_engine(program, name, executor)
+    if vector is not None:
+        return ElementEngine(vector), False
     engine = Engine(program, [name])
     return engine, bool(engine.cut_delays)
+
+
+def _vector_engine(program: plan.Program, name: str, executor: str) -> VectorEngine | None:
+    """The columnar engine if ``executor`` asks for it and the query is
+    vectorized; None for the row engines (``columnar`` insists)."""
+    if executor not in ("columnar", "auto"):
+        return None
+    try:
+        return VectorEngine(program, [name])
+    except NotVectorized as exc:
+        if executor == "columnar":
+            raise SourceDataError(f"--executor columnar: {exc}: it keeps the row engine (dts)") from None
+        return None
 
 
 SETTLE_LIMIT_MS = 60_000
@@ -321,12 +335,13 @@ def run(
     root = program.query(name)
     fmt = formatter(root.schema, root.kind)
     out = out or sys.stdout  # looked up now: sys.stdout may be replaced (tests, redirection)
-    runner, _ = _runner(program, name, executor, run_limit)
     parts: Iterator[list[Element]]
-    if isinstance(runner, ElementEngine) and len(files) == 1 and _streams_only(program, files):
+    one_stream = len(files) == 1 and _streams_only(program, files)
+    vector = _vector_engine(program, name, executor) if one_stream else None
+    if vector is not None:
         ((input_name, path),) = files.items()
         blocks = read_blocks(path, program.inputs[input_name].schema, plan.Kind.STREAM)
-        parts = stream_columns(runner.engine, input_name, name, blocks)
+        parts = stream_columns(vector, input_name, name, blocks, slice_rows)
     else:
         inputs = load_inputs(program, files)
         parts = stream(program, inputs, output, executor, run_limit, slice_rows=slice_rows)
