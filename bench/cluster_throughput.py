@@ -2,7 +2,10 @@
 sink): the highest source rate sustained with zero loss, and source-to-sink
 latency at 1000 tuples/s.
 
-    python bench/cluster_throughput.py [--rates 50000,100000,150000] [--seconds 6]
+    python bench/cluster_throughput.py [--rates 50000,100000,150000] [--seconds 6] [--rows]
+
+The stages run on record blocks (``columnar_stages``, the default);
+``--rows`` runs them on Python tuples, as before, for comparison.
 
 A rate counts as sustained when the source kept its schedule (it was less
 than 250 ms behind when it stopped: backpressure from a slower chain would
@@ -31,18 +34,22 @@ from semiactive.oracle.verify import check_run
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "paper-chain.yaml"
 
 
-def with_rate(rate: int, directory: Path, linger_ms: float | None = None) -> Path:
+def with_rate(rate: int, directory: Path, linger_ms: float | None = None, rows: bool = False) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
     cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": rate}]
     if linger_ms is not None:
         cfg["linger_ms"] = linger_ms
+    if rows:
+        cfg["columnar_stages"] = False
     path = directory / f"chain-{rate}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
-def trial(rate: int, seconds: float, directory: Path, linger_ms: float | None = None) -> dict[str, object]:
-    path = with_rate(rate, directory, linger_ms)
+def trial(
+    rate: int, seconds: float, directory: Path, linger_ms: float | None = None, rows: bool = False
+) -> dict[str, object]:
+    path = with_rate(rate, directory, linger_ms, rows)
     run_dir = directory / f"run-{rate}"
     code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
@@ -66,18 +73,20 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--linger-ms", type=float, help="the cluster's linger_ms (default: the default)")
+    parser.add_argument("--rows", action="store_true", help="stages on rows (columnar_stages: false)")
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores; 5 processes (source, 3 stages, sink) on loopback")
+    stages = "rows" if args.rows else "record blocks (columnar_stages)"
+    print(f"machine: {os.cpu_count()} cores; 5 processes (source, 3 stages on {stages}, sink) on loopback")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        lat = trial(1000, args.latency_seconds, directory, args.linger_ms)
+        lat = trial(1000, args.latency_seconds, directory, args.linger_ms, args.rows)
         print(
             f"latency at 1000 tuples/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms "
             f"(identical to reference: {lat['identical']})"
         )
         best = 0
         for rate in (int(r) for r in args.rates.split(",")):
-            r = trial(rate, args.seconds, directory, args.linger_ms)
+            r = trial(rate, args.seconds, directory, args.linger_ms, args.rows)
             ok = r["exit"] == 0 and r["kept_schedule"] and r["identical"]
             verdict = "sustained" if ok else "NOT sustained"
             print(

@@ -20,11 +20,14 @@ consumers whose cuts hold it, so that they capture their state early
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from semiactive.ha.resync import ResyncPoint
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.entry_times import UNKNOWN, EntryTimes
+from semiactive.node.sections.record_rows import RecordRows, joined
 
 UNBOUNDED = 2**62
 
@@ -48,8 +51,11 @@ class OutputLog:
         """``first_seq``: the seq of the first row this log will hold (a
         replica that resynchronised continues its primary's numbering)."""
         self.capacity = capacity
-        self._items: list[Element] = []
-        self._base = first_seq  # seq of _items[0]
+        # The rows stored, in consecutive pieces: element lists (extended
+        # in place) and a columnar stage's record blocks, kept as they are.
+        self._parts: list[Sequence[Element]] = []
+        self._starts: list[int] = []  # seq of each part's first row
+        self._base = first_seq  # oldest seq stored
         self.head = first_seq - 1  # last appended seq
         self.watermark = -(2**62)
         self.end_of_stream = False
@@ -67,15 +73,26 @@ class OutputLog:
 
     # -- producer side --------------------------------------------------------
 
-    def append(self, elements: list[Element], watermark: int | None = None, entered: float = UNKNOWN) -> None:
+    def append(
+        self, elements: Sequence[Element], watermark: int | None = None, entered: float = UNKNOWN
+    ) -> None:
         """``entered``: when the oldest input they came from entered the
         system (unix seconds; 0 unknown)."""
-        if elements:
+        if len(elements):
             self.entered.mark(self.head + 1, entered)
-        self._items.extend(elements)
-        self.head += len(elements)
-        if elements:
-            self.last_ts = elements[-1][0]
+            if isinstance(elements, RecordRows):
+                self._parts.append(elements.numbered(self.head + 1))
+                self._starts.append(self.head + 1)
+                self.last_ts = int(elements.ts[-1])
+            else:
+                last = self._parts[-1] if self._parts else None
+                if isinstance(last, list):
+                    last.extend(elements)
+                else:
+                    self._parts.append(list(elements))
+                    self._starts.append(self.head + 1)
+                self.last_ts = elements[-1][0]
+            self.head += len(elements)
         if watermark is not None and watermark > self.watermark:
             self.watermark = watermark
 
@@ -99,19 +116,29 @@ class OutputLog:
     def full(self) -> bool:
         return self.retained >= self.capacity
 
-    def get(self, first: int, last: int) -> list[Element]:
-        """Rows ``first..last`` (inclusive), clipped to what is stored."""
+    def get(self, first: int, last: int) -> Sequence[Element]:
+        """Rows ``first..last`` (inclusive), clipped to what is stored:
+        :class:`RecordRows` where a columnar stage's records hold them all."""
         first = max(first, self._base)
         last = min(last, self.head)
         if first > last:
             return []
-        return self._items[first - self._base : last - self._base + 1]
+        k = bisect.bisect_right(self._starts, first) - 1
+        pieces: list[Sequence[Element]] = []
+        while first <= last:
+            part, start = self._parts[k], self._starts[k]
+            end = min(last, start + len(part) - 1)
+            pieces.append(part[first - start : end - start + 1])
+            first = end + 1
+            k += 1
+        return joined(pieces)
 
     def reset(self, out_seq: int) -> None:
         """Start over after ``out_seq`` (a replica rebuilt from a resync
         point continues its primary's numbering): drop every row, keep the
         consumers' cursors."""
-        self._items = []
+        self._parts = []
+        self._starts = []
         self._base = out_seq + 1
         self.head = out_seq
         self.end_of_stream = False
@@ -230,7 +257,7 @@ class OutputLog:
             cursors.backed_up = cut - 1
         self._free()
 
-    def take_backup(self, edge: str, force: bool = False) -> tuple[int, list[Element]]:
+    def take_backup(self, edge: str, force: bool = False) -> tuple[int, Sequence[Element]]:
         """The rows to ship to the edge's secondary now, with the first seq:
         all unsent rows once there are ``batch_size`` of them (or ``force``,
         Algorithm 1 lines 18-19), else nothing."""
@@ -252,11 +279,24 @@ class OutputLog:
         if not self.edges:
             return
         low = min(c.cut for c in self.edges.values())
-        drop = low - self._base
-        if drop <= 0:
+        if low <= self._base:
             return
-        # Deleting a list prefix is O(n); do it in chunks, not per ack.
-        if drop >= 4096 or drop * 2 >= len(self._items):
-            del self._items[:drop]
-            self._base = low
-            self.entered.forget_before(low)
+        parts, starts = self._parts, self._starts
+        whole = bisect.bisect_right(starts, low) - 1  # parts before this one are all below low
+        if whole > 0:
+            del parts[:whole], starts[:whole]
+        if parts:
+            part, start = parts[0], starts[0]
+            drop = min(low, start + len(part)) - start
+            if isinstance(part, RecordRows):
+                parts[0] = part[drop:]
+            elif isinstance(part, list) and (drop >= 4096 or drop * 2 >= len(part)):
+                # Deleting a list prefix is O(n); do it in chunks, not per ack.
+                del part[:drop]
+            else:
+                drop = 0
+            starts[0] = start + drop
+            if not len(parts[0]):
+                del parts[0], starts[0]
+        self._base = starts[0] if starts else self.head + 1
+        self.entered.forget_before(self._base)

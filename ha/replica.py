@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from semiactive.ha.output_log import UNBOUNDED, OutputLog
 from semiactive.ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateBytes, StateSnapshot
 from semiactive.ha.stage import HaMode, StageSpec
+from semiactive.node.cql import plan
 from semiactive.node.engine import state
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
@@ -33,7 +34,8 @@ from semiactive.node.engine.state_codec import StateFormatError
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import EdgeInput, InputSection
 from semiactive.node.sections.mqo import MqoSection
-from semiactive.node.sections.operator import CostSchedule, OperatorSection
+from semiactive.node.sections.operator import ColumnarSection, CostSchedule, OperatorSection, columnar_reason
+from semiactive.node.sections.record_rows import RecordLayout
 
 
 class Mode(enum.Enum):
@@ -66,6 +68,22 @@ class CaptureLost(RuntimeError):
     is the state's (one the codec refuses) and fails the replica."""
 
 
+def columnar_stage_reason(stage: StageSpec) -> str | None:
+    """Why ``stage`` keeps rows end to end; None when it runs on record
+    blocks (:class:`ColumnarSection`): one stream input not routed to
+    partitions, no emulated cost, a program :func:`columnar_reason` takes."""
+    if stage.program is None or stage.output is None:
+        return "an MQO stage"
+    if len(stage.inputs) != 1:
+        return "more than one input edge"
+    edge = stage.inputs[0]
+    if edge.kind is not plan.Kind.STREAM or edge.routing is not None:
+        return "a relation or partition-routed input"
+    if stage.cost_ms or any(cost for _, cost in stage.cost_schedule):
+        return "an emulated operator cost (counted per row)"
+    return columnar_reason(stage.program, stage.output)
+
+
 def capture_now(engine: Engine, done: Callable[[StateBytes | BaseException], None]) -> None:
     done(state.capture(engine))
 
@@ -82,6 +100,7 @@ class StageReplica:
         snapshot_rows: int = 0,
         snapshot_phase: int = 0,
         capture: StateCapture = capture_now,
+        columnar: bool = False,
     ) -> None:
         """``consumer_batch``: per output edge id, the batch size B its
         consumer's HA mode asks for. ``run_rows``: at most about that many
@@ -94,7 +113,8 @@ class StageReplica:
         count the same input positions (rows routed to the others
         included), so without it they would all capture at once.
         ``capture``: how a state is taken (:data:`StateCapture`); one at a
-        time, and the cut waits for it."""
+        time, and the cut waits for it. ``columnar``: run the stage on
+        record blocks if :func:`columnar_stage_reason` allows it."""
         assert (stage.program is not None or stage.mqo is not None) and stage.output is not None
         self.node = node
         self.stage = stage
@@ -105,6 +125,7 @@ class StageReplica:
         self.snapshot_rows = snapshot_rows
         self.snapshot_phase = snapshot_phase
         self.capture = capture
+        self.columnar = columnar and columnar_stage_reason(stage) is None
         self.captures = 0  # tokens of captures taken (0 means none)
         self.captures_lost = 0
         self.capture_error: BaseException | None = None
@@ -133,7 +154,15 @@ class StageReplica:
         self.inputs = InputSection(edges, exact=True)
         cost = CostSchedule(stage.cost_ms, list(stage.cost_schedule))
         self.operator: OperatorSection | MqoSection
-        if stage.mqo is not None:
+        if self.columnar:
+            assert stage.program is not None
+            edge = edges[0]
+            edge.layout = RecordLayout(edge.codec)
+            out = stage.outputs[0] if stage.outputs else None
+            schema = plan.resolve(stage.program.queries[stage.output]).schema
+            out_layout = RecordLayout(RowCodec(out.schema if out is not None else schema, plan.Kind.STREAM))
+            self.operator = ColumnarSection(stage.program, stage.output, edge.layout, out_layout)
+        elif stage.mqo is not None:
             self.operator = MqoSection(stage.mqo, cost)
         else:
             assert stage.program is not None

@@ -551,6 +551,10 @@ class ClusterConfig(_Model):
     # 0: until it fills, as the paper's Algorithm 1. On a sparse edge of a
     # multi-input stage the secondary otherwise waits for B of its rows.
     backup_max_delay_ms: Annotated[float, Field(ge=0)] = 0.0
+    # A stage of selections and projections over one stream runs on record
+    # blocks (numpy), with no Python tuple per row (docs/columnar.md); false
+    # keeps every stage on rows, for comparison.
+    columnar_stages: bool = True
     # [Range T] in every stage's CQL: CQL's closed [ts, ts+T] or STREAM's half-open [ts, ts+T).
     window_bounds: Literal["closed", "half-open"] = "closed"
     connect_timeout_ms: Annotated[int, Field(ge=100)] = 10_000

@@ -38,17 +38,47 @@ def _text(v: Any) -> str:
     return "null" if v is None else json.dumps(v, ensure_ascii=False)
 
 
+def _quoter() -> tuple[dict[Any, str], Callable[[Any], str]]:
+    """A cache of quoted text values and the function that fills it: a
+    column's values repeat (a pad, a name), and a dict lookup costs a
+    quarter of :func:`_text`'s checks."""
+    quoted: dict[Any, str] = {}
+
+    def quote(v: Any) -> str:
+        line = _text(v)
+        if len(quoted) >= 4096:
+            quoted.clear()
+        quoted[v] = line
+        return line
+
+    return quoted, quote
+
+
 def formatter(schema: plan.Schema, kind: plan.Kind) -> Callable[[int, Element], str]:
-    """``fmt(seq, element) -> line`` (with the trailing newline)."""
+    """``fmt(seq, element) -> line`` (with the trailing newline). An int
+    or a finite float is written in place, with no call: ``{v}`` is its
+    ``repr``, as :func:`_number` gives; anything else goes through it."""
     parts = ['{{"seq":{seq},"ts":{e[0]}']
-    namespace: dict[str, Any] = {"_number": _number, "_text": _text, "_op": lambda s: "+" if s > 0 else "-"}
+    quoted, quote = _quoter()
+    namespace: dict[str, Any] = {
+        "_number": _number,
+        "_Q": quoted,
+        "_quote": quote,
+        "_op": lambda s: "+" if s > 0 else "-",
+    }
     if kind is plan.Kind.RELATION:
         parts.append(',"op":"{_op(e[2])}"')
     for i, column in enumerate(schema.columns):
         # Keys are constants in the namespace: no quoting issues in the source.
         namespace[f"_k{i}"] = "," + json.dumps(column.name, ensure_ascii=False) + ":"
-        conv = "_text" if column.type.is_text else "_number"
-        parts.append(f"{{_k{i}}}{{{conv}(e[{3 + i}])}}")
+        v = f"e[{3 + i}]"
+        if column.type.is_text:
+            value = f"_Q[{v}] if {v} in _Q else _quote({v})"
+        elif column.type.name is plan.TypeName.FLOAT:
+            value = f"{v} if {v}.__class__ is float and {v} - {v} == 0 else _number({v})"
+        else:
+            value = f"{v} if {v}.__class__ is int else _number({v})"
+        parts.append(f"{{_k{i}}}{{{value}}}")
     parts.append("}}\\n")
     template = "".join(parts)
     return eval(f"lambda seq, e: f'{template}'", namespace)  # type: ignore[no-any-return]  # noqa: S307

@@ -61,6 +61,15 @@ def _null_float(v: float) -> float | None:
     return None if math.isnan(v) else v
 
 
+class WireRows(Sequence[Element]):
+    """Rows that already hold their wire records
+    (:class:`~semiactive.node.sections.record_rows.RecordRows`): encoding
+    them is a copy of their bytes when the layouts match."""
+
+    def wire_bytes(self, fingerprint: str) -> bytes | None:
+        raise NotImplementedError
+
+
 class RowCodec:
     def __init__(self, schema: plan.Schema, kind: plan.Kind) -> None:
         self.schema = schema
@@ -92,6 +101,7 @@ class RowCodec:
                 raise TypeError(f"column {column.name} of type {column.type} cannot travel")
         self.struct = struct.Struct(fmt)
         self.row_size = self.struct.size
+        self._fingerprint = f"{kind.value}:{fmt}:" + ",".join(schema.names)
         names = ", ".join(["ts"] + (["sg"] if relation else []) + [f"v{i}" for i in range(len(schema))])
         sign = "sg" if relation else "1"
         values = "".join(f", {d}" for d in dec)
@@ -122,6 +132,10 @@ class RowCodec:
             raise CodecError(str(exc)) from exc
 
     def encode(self, elements: Sequence[Element]) -> bytes:
+        if isinstance(elements, WireRows):
+            blob = elements.wire_bytes(self._fingerprint)
+            if blob is not None:
+                return blob
         try:
             return self._encode(elements)
         except (struct.error, AttributeError, TypeError, ValueError) as exc:
@@ -155,4 +169,4 @@ class RowCodec:
 
     def fingerprint(self) -> str:
         """What both ends of an edge must agree on."""
-        return f"{self.kind.value}:{self.struct.format}:" + ",".join(self.schema.names)
+        return self._fingerprint

@@ -10,10 +10,14 @@ bytes and elements). numpy over Arrow by measurement: docs/lab/columnar.md.
 
 A batch holding a NULL (INT64_MIN or NaN on the wire) is not decoded as
 columns (``None``): the columnar engine has no NULLs, its rows keep the
-row path.
+row path. Nor is one with text that is not UTF-8: the row path decodes it
+with replacement characters, so its bytes would not pass through as they
+came.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +52,11 @@ class ColumnCodec:
             raise CodecError(
                 f"batch of {len(blob)} bytes does not hold {count} rows of {self.row_size} bytes"
             )
-        records = np.frombuffer(blob, dtype=self.dtype, count=count)
+        return self.columns(np.frombuffer(blob, dtype=self.dtype, count=count), first_seq)
+
+    def columns(self, records: np.ndarray[Any, Any], first_seq: int) -> ColumnBatch | None:
+        """:meth:`decode` of records already viewed as this layout."""
+        count = len(records)
         columns: list[Array] = []
         for i, column in enumerate(self.schema.columns):
             values = records[f"v{i}"]
@@ -56,6 +64,8 @@ class ColumnCodec:
             if name is plan.TypeName.INTEGER and count and int(values.min()) == _INT64_MIN:
                 return None
             if name is plan.TypeName.FLOAT and count and bool(np.isnan(values).any()):
+                return None
+            if name is plan.TypeName.CHAR and count and not _utf8(values, column.type.length):
                 return None
             columns.append(values)
         lineage = np.arange(first_seq, first_seq + count, dtype=np.int64)
@@ -94,3 +104,17 @@ class ColumnCodec:
                 "(-2^63 is reserved for NULL)"
             )
         return values.astype(np.int64) if values.dtype == object else values
+
+
+def _utf8(values: np.ndarray[Any, Any], length: int) -> bool:
+    """Every ``char(length)`` value is UTF-8: the column's bytes decode as a
+    whole and no value starts inside a character (so none ends inside one
+    either), at C speed."""
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(-1, length)
+    if bool(((raw[:, 0] & 0xC0) == 0x80).any()):
+        return False
+    try:
+        raw.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -23,13 +23,16 @@ import heapq
 import itertools
 import operator
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from semiactive.node.engine.elements import VALUES, Element
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.connections import ELIDED
 from semiactive.node.sections.entry_times import UNKNOWN, EntryTimes
+from semiactive.node.sections.record_rows import RecordLayout, RecordQueue, RecordRows
 
 NEVER = -(2**62)
 FOREVER = 2**62
@@ -68,6 +71,14 @@ class EdgeInput:
     last_ts: int = NEVER  # ts of the last new row received
     pending: deque[Element] = field(default_factory=deque)
     entered: EntryTimes = field(default_factory=EntryTimes)  # of the rows received
+    # A columnar stage's edge (one stream input, no partition routing):
+    # rows are queued as record blocks here instead of ``pending``.
+    layout: RecordLayout | None = None
+    records: RecordQueue = field(default_factory=RecordQueue)
+
+    @property
+    def queued(self) -> int:
+        return len(self.pending) + len(self.records)
 
     def accept(
         self, first_seq: int, count: int, rows: bytes, watermark: int, eos: bool, entered: float = UNKNOWN
@@ -75,19 +86,27 @@ class EdgeInput:
         """Take one encoded batch; return how many new rows it brought.
         ``entered``: when its first row entered the system (0 unknown)."""
         skip = self.next_seq - first_seq
-        elements = self.codec.decode(rows, first_seq, count) if count and skip < count else []
+        elements: Sequence[Element] = []
+        if count and skip < count:
+            layout = self.layout
+            elements = (
+                self.codec.decode(rows, first_seq, count)
+                if layout is None
+                else layout.view(rows, first_seq, count)
+            )
         return self.accept_rows(first_seq, elements, watermark, eos, count, entered)
 
     def accept_rows(
         self,
         first_seq: int,
-        rows: list[Element],
+        rows: Sequence[Element],
         watermark: int,
         eos: bool,
         count: int | None = None,
         entered: float = UNKNOWN,
     ) -> int:
-        """Take rows ``(ts, seq, sign, values...)`` numbered from ``first_seq``."""
+        """Take rows ``(ts, seq, sign, values...)`` numbered from ``first_seq``
+        (a columnar edge's as :class:`RecordRows`; elements are turned into them)."""
         count = len(rows) if count is None else count
         if first_seq > self.next_seq and count:
             raise SeqGapError(
@@ -98,10 +117,17 @@ class EdgeInput:
             skip = self.next_seq - first_seq
             if skip < count:
                 fresh = rows[skip:] if skip > 0 else rows
-                self._check_order(fresh)
-                self.entered.mark(first_seq + max(skip, 0), entered)
-                self.pending.extend(fresh)
-                self.last_ts = fresh[-1][0]
+                if self.layout is not None:
+                    records = self.layout.of(fresh).numbered(first_seq + max(skip, 0))
+                    self._check_record_order(records)
+                    self.entered.mark(records.first_seq, entered)
+                    self.records.append(records)
+                    self.last_ts = int(records.ts[-1])
+                else:
+                    self._check_order(fresh)
+                    self.entered.mark(first_seq + max(skip, 0), entered)
+                    self.pending.extend(fresh)
+                    self.last_ts = fresh[-1][0]
                 new = count - max(skip, 0)
                 self.next_seq = first_seq + count
             self.duplicates += min(max(skip, 0), count)
@@ -116,22 +142,38 @@ class EdgeInput:
             self.end_of_stream = True
         return new
 
-    def _check_order(self, rows: list[Element]) -> None:
-        first = rows[0][0]
+    def _check_order(self, rows: Sequence[Element]) -> None:
+        self._check_first(rows[0][0])
+        stamps = [self.last_ts, *map(_TS, rows)]
+        if any(map(operator.gt, stamps, stamps[1:])):
+            at = next(i for i in range(1, len(stamps)) if stamps[i] < stamps[i - 1])
+            self._decreasing(stamps[at - 1], stamps[at])
+
+    def _check_record_order(self, rows: RecordRows) -> None:
+        """:meth:`_check_order` on the ts column, with no row made."""
+        stamps = rows.ts
+        self._check_first(int(stamps[0]))
+        if self.last_ts > stamps[0]:
+            self._decreasing(self.last_ts, int(stamps[0]))
+        down = np.flatnonzero(stamps[1:] < stamps[:-1])
+        if len(down):
+            at = int(down[0])
+            self._decreasing(int(stamps[at]), int(stamps[at + 1]))
+
+    def _check_first(self, first: int) -> None:
         if first <= self.watermark:
             raise RowOrderError(
                 f"edge {self.edge}: row at ts {first} is at or below the watermark {self.watermark} "
                 "the edge already received",
                 "ts_below_watermark",
             )
-        stamps = [self.last_ts, *map(_TS, rows)]
-        if any(map(operator.gt, stamps, stamps[1:])):
-            at = next(i for i in range(1, len(stamps)) if stamps[i] < stamps[i - 1])
-            raise RowOrderError(
-                f"edge {self.edge}: row at ts {stamps[at]} comes after one at ts {stamps[at - 1]} "
-                "(timestamps must not decrease)",
-                "ts_decreasing",
-            )
+
+    def _decreasing(self, before: int, after: int) -> None:
+        raise RowOrderError(
+            f"edge {self.edge}: row at ts {after} comes after one at ts {before} "
+            "(timestamps must not decrease)",
+            "ts_decreasing",
+        )
 
     @property
     def last_seq(self) -> int:
@@ -147,6 +189,9 @@ class EdgeInput:
         while pending and pending[-1][1] >= seq:
             first_ts = pending.pop()[0]
             self.received -= 1  # it will be received again
+        if self.records:
+            dropped, first_ts = self.records.drop_from(seq)
+            self.received -= dropped
         if first_ts is None:
             return
         self.next_seq = seq
@@ -159,6 +204,7 @@ class EdgeInput:
         self.next_seq = next_seq
         self.handed = next_seq - 1
         self.pending.clear()
+        self.records.clear()
         self.entered.clear()
         self.watermark = NEVER
         self.last_ts = NEVER
@@ -197,11 +243,11 @@ class InputSection:
 
     @property
     def backlog(self) -> int:
-        return sum(len(e.pending) for e in self.edges)
+        return sum(e.queued for e in self.edges)
 
     def take(
         self, max_position: int | None = None, max_rows: int | None = None
-    ) -> tuple[dict[str, list[Element]], int]:
+    ) -> tuple[dict[str, Sequence[Element]], int]:
         """Rows ready for the operator section, per stream, and the watermark
         to advance to; :attr:`entered` is then when the oldest of them
         entered the system (0 unknown). ``max_position`` stops at that
@@ -220,9 +266,24 @@ class InputSection:
         self.entered = entered
         return taken
 
-    def _take(self, max_position: int | None, max_rows: int | None) -> tuple[dict[str, list[Element]], int]:
+    def _take(
+        self, max_position: int | None, max_rows: int | None
+    ) -> tuple[dict[str, Sequence[Element]], int]:
         self.more = False
         watermark = self.watermark()
+        if len(self.edges) == 1 and self.edges[0].layout is not None:
+            edge = self.edges[0]
+            rows, cut_at = edge.records.take(
+                watermark if self.exact else None, max_position if self.exact else None, max_rows
+            )
+            if cut_at is not None:
+                self.more = True
+                watermark = min(watermark, cut_at)
+            if not rows:
+                return {}, watermark
+            last = rows.first_seq + len(rows) - 1 if isinstance(rows, RecordRows) else rows[-1][1]
+            self.position = edge.handed = last
+            return {edge.stream: rows}, watermark
         if len(self.edges) == 1 and not self.exact:
             edge = self.edges[0]
             pending = edge.pending
@@ -266,7 +327,8 @@ class InputSection:
                 if edge.drops_elided:
                     part = _own(part)
             return ({edge.stream: part} if part else {}), watermark
-        return self._merge(watermark, max_position, max_rows)
+        merged, watermark = self._merge(watermark, max_position, max_rows)
+        return dict(merged), watermark
 
     def _merge(
         self, watermark: int, max_position: int | None, max_rows: int | None

@@ -15,8 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.shape import NotVectorized, recognize
+from semiactive.node.engine.columnar.vector_engine import VectorEngine
+from semiactive.node.engine.columnar.vector_exprs import columns_read
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
+from semiactive.node.sections.codec import OutOfRangeError
+from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 
 
 class CostSchedule:
@@ -45,7 +50,7 @@ class _Pushable(Protocol):
     @property
     def time(self) -> int: ...
 
-    def push(self, name: str, rows: list[Element]) -> None: ...
+    def push(self, name: str, rows: Sequence[Element]) -> None: ...
 
 
 class TimedSection:
@@ -62,10 +67,10 @@ class TimedSection:
     def time(self) -> int:
         return self.engine.time
 
-    def _advance(self, watermark: int) -> list[Element]:
+    def _advance(self, watermark: int) -> Sequence[Element]:
         raise NotImplementedError
 
-    def run(self, inputs: Mapping[str, list[Element]], watermark: int) -> list[Element]:
+    def run(self, inputs: Mapping[str, Sequence[Element]], watermark: int) -> Sequence[Element]:
         started = time.perf_counter()
         count = 0
         cost_ms = 0.0
@@ -102,3 +107,86 @@ class OperatorSection(TimedSection):
 
     def _advance(self, watermark: int) -> list[Element]:
         return self.engine.advance(watermark)[self.output] if watermark > self.engine.time else []
+
+
+_COLUMN_TYPES = (plan.TypeName.INTEGER, plan.TypeName.FLOAT, plan.TypeName.CHAR)
+
+
+def columnar_reason(program: plan.Program, output: str) -> str | None:
+    """Why the stage computing ``output`` keeps the row engine; None when
+    :class:`ColumnarSection` runs it: selections and projections of one
+    stream (no state, so nothing for HA to snapshot), over columns that
+    travel as records (integer, float, char), text only passed on, not
+    computed with."""
+    try:
+        query = recognize(program.queries[output])
+    except NotVectorized as exc:
+        return str(exc)
+    if query.aggregate is not None:
+        return "a windowed aggregate (its state stays with the row engine)"
+    decl = program.inputs.get(query.input)
+    if decl is None or decl.kind is not plan.Kind.STREAM:
+        return "not a stream of the program's inputs"
+    root = program.queries[output]
+    columns = list(decl.schema.columns) + list(plan.resolve(root).schema.columns)
+    if any(c.type.name not in _COLUMN_TYPES for c in columns):
+        return "a byte column (no record form)"
+    types = [c.type.name for c in decl.schema.columns]
+    for node in query.chain:
+        exprs = (node.predicate,) if isinstance(node, plan.Select) else node.exprs
+        for expr in exprs:
+            if isinstance(node, plan.Project) and isinstance(expr, plan.ColRef):
+                continue
+            if any(types[i] is plan.TypeName.CHAR for i in columns_read(expr)):
+                return "an expression over text"
+        if isinstance(node, plan.Project):
+            types = [c.type.name for c in node.schema.columns]
+    return None
+
+
+class ColumnarSection(OperatorSection):
+    """:func:`columnar_reason`'s stages, run on record blocks: a block's
+    columns go through the columnar engine and its output is written as
+    records, with no row made. Rows (elements, or a block with a NULL or
+    text that is not UTF-8) go through the row engine, which also keeps
+    what HA reads of a section (its time, counters, snapshots): the
+    program holds no state, so the two engines need only share the time."""
+
+    def __init__(self, program: plan.Program, output: str, layout: RecordLayout, out: RecordLayout) -> None:
+        super().__init__(program, output, lineage=True)
+        self.vector = VectorEngine(program, [output])
+        self.layout = layout
+        self.out = out
+        self.blocks = 0  # runs that took the columnar path
+
+    def run(self, inputs: Mapping[str, Sequence[Element]], watermark: int) -> Sequence[Element]:
+        ((name, rows),) = inputs.items() if inputs else ((None, []),)
+        batch = None
+        if isinstance(rows, RecordRows) and rows.layout is self.layout:
+            batch = self.layout.columns.columns(rows.records, rows.first_seq)
+        if batch is None or name is None:
+            if isinstance(rows, RecordRows):
+                inputs = {name: rows.rows()}  # type: ignore[dict-item]
+            out = super().run(inputs, watermark)
+            self._catch_up(self.vector, self.engine.time)
+            return out
+        started = time.perf_counter()
+        self._catch_up(self.vector, self.engine.time)
+        self.vector.push(name, batch)
+        result: Sequence[Element] = []
+        if watermark > self.vector.time:
+            columns = self.vector.advance(watermark)[self.output]
+            try:
+                result = self.out.view(self.out.columns.encode(columns), 0, len(columns))
+            except OutOfRangeError:
+                result = columns.to_elements()  # refused where the row path refuses it: at sending
+        self._catch_up(self.engine, self.vector.time)
+        self.blocks += 1
+        self.rows_in += len(rows)
+        self.busy_s += time.perf_counter() - started
+        return result
+
+    @staticmethod
+    def _catch_up(engine: Engine | VectorEngine, time: int) -> None:
+        if time > engine.time:
+            engine.advance(time)

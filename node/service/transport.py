@@ -578,7 +578,7 @@ class EdgeSender:
         self,
         call: grpc.aio.StreamStreamCall[pb.Frame, pb.Feedback],
         first: int,
-        rows: list[tuple[object, ...]],
+        rows: Sequence[tuple[object, ...]],
         watermark: int,
         eos: bool,
         elide: bool = False,

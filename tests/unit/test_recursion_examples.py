@@ -15,6 +15,7 @@ from semiactive.config import ConfigError
 from semiactive.embedded import query as embedded
 from semiactive.node.cql import compile_program, explain
 from semiactive.node.cql.examples import FILES, fig7
+from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.node.sections.operator import OperatorSection
 from tests.processes import ROOT, chain_config, write_config
@@ -113,7 +114,7 @@ def test_a_loop_inside_one_stage_is_accepted_and_runs_as_in_process(tmp_path: Pa
     # A stage's operator section gets its input in pieces, with lineage
     # tracked (as an HA primary does); the loop's output is the same.
     section = OperatorSection(stage.program, "s1", lineage=True)
-    got = []
+    got: list[Element] = []
     for lo in range(0, 80, 12):
         piece = rows[lo : lo + 12]
         got += section.run({"s0": piece}, piece[-1][0])

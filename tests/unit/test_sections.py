@@ -3,6 +3,7 @@ the output log's cursors (node/sections/input.py, ha/output_log.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -31,7 +32,7 @@ def _send(
     return edge.accept(first_seq, len(rows), CODEC.encode(elements), watermark, eos)
 
 
-def _values(rows: list[Element]) -> list[tuple[Any, ...]]:
+def _values(rows: Sequence[Element]) -> list[tuple[Any, ...]]:
     return [(r[0], r[1], r[3]) for r in rows]  # (ts, seq or position, v)
 
 

@@ -6,7 +6,7 @@ elided but are wanted whole, and metrics and events."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from semiactive.ha.replica import StageReplica
 from semiactive.node.engine.elements import Element
@@ -47,7 +47,7 @@ class ConnectionManager:
         """Whether the stage's plan has candidate edges to manage at all."""
         return bool(self.table)
 
-    def arrived(self, edge: str, rows: list[Element]) -> None:
+    def arrived(self, edge: str, rows: Sequence[Element]) -> None:
         """New rows of ``edge`` taken in: connect the candidates they name;
         rows that came elided but are wanted whole are asked for again."""
         for candidate in self.table.named(edge, rows):

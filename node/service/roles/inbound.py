@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import grpc
@@ -34,6 +34,7 @@ from semiactive.node.sections.codec import CodecError, RowCodec
 from semiactive.node.sections.connections import elided_rows
 from semiactive.node.sections.input import RowOrderError, SeqGapError
 from semiactive.node.sections.partitions import owned_flags
+from semiactive.node.sections.record_rows import RecordLayout
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.transport import InboundStream, Rejected
 from semiactive.runtime.messages import chunk_from_pb, point_from_pb
@@ -55,11 +56,15 @@ class Receiver(Protocol):
         """Whether ``edge`` may carry elided rows at all."""
         ...
 
+    def layout(self, edge: str) -> RecordLayout | None:
+        """How a columnar stage keeps the rows of ``edge`` (None: as rows)."""
+        ...
+
     def receive(
         self,
         edge: str,
         first_seq: int,
-        rows: list[Element],
+        rows: Sequence[Element],
         watermark: int,
         eos: bool,
         count: int,
@@ -165,17 +170,17 @@ class InboundEdgeSession:
             batch = frame.batch
             next_seq = self.next_seq
             skip = next_seq - batch.first_seq
+            rows: Sequence[Element]
             if batch.owned:
                 rows = self._routed(batch, stream) if 0 <= skip < batch.count else []
             elif batch.elided_ts:
                 rows = self._elided(batch, stream) if 0 <= skip < batch.count else []
             else:
+                layout = self.receiver.layout(self.edge.id)
+                decode: Callable[[bytes, int, int], Sequence[Element]]
+                decode = self.codec.decode if layout is None else layout.view
                 try:
-                    rows = (
-                        self.codec.decode(batch.rows, batch.first_seq, batch.count)
-                        if 0 <= skip < batch.count
-                        else []
-                    )
+                    rows = decode(batch.rows, batch.first_seq, batch.count) if 0 <= skip < batch.count else []
                 except CodecError as exc:
                     raise self._refuse(stream, "undecodable", str(exc)) from None
                 if self.edge.routing is not None and rows:
@@ -263,7 +268,7 @@ class InboundEdgeSession:
         self._check_owned([r for r, is_mine in zip(rows, owned, strict=True) if is_mine], stream)
         return rows
 
-    def _check_owned(self, rows: list[Element], stream: InboundStream) -> None:
+    def _check_owned(self, rows: Sequence[Element], stream: InboundStream) -> None:
         """Whole rows on a partition's edge must be that partition's: a
         misrouted row would be computed twice or nowhere."""
         owned = self.edge.owned(rows)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 
 from semiactive.config import ClusterConfig
 from semiactive.ha.replica import Mode, StageReplica
 from semiactive.ha.resync import ResyncPoint
 from semiactive.node.engine.elements import Element
+from semiactive.node.sections.record_rows import RecordLayout
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.roles.connection_manager import ConnectionManager
 from semiactive.runtime.events import EventLog
@@ -54,7 +56,7 @@ class ReplicaReceiver:
         self,
         edge: str,
         first_seq: int,
-        rows: list[Element],
+        rows: Sequence[Element],
         watermark: int,
         eos: bool,
         count: int,
@@ -75,6 +77,9 @@ class ReplicaReceiver:
 
     def manages(self, edge: str) -> bool:
         return self.connections.table.manages(edge)
+
+    def layout(self, edge: str) -> RecordLayout | None:
+        return None if self.manages(edge) else self.replica.inputs.by_name[edge].layout
 
     def receive_point(self, edge: str, point: ResyncPoint) -> set[str]:
         if not self.replica.receive_point(edge, point):

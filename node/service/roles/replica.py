@@ -23,9 +23,10 @@ and takes over when the coordinator hands it the stage.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 
-from semiactive.ha.replica import Mode, StageReplica, capture_now
+from semiactive.ha.replica import Mode, StageReplica, capture_now, columnar_stage_reason
 from semiactive.ha.routing import consumer_batch_sizes
 from semiactive.ha.views import ViewTable
 from semiactive.node.service.forked_capture import ForkedCapture, forking_is_safe
@@ -48,6 +49,8 @@ from semiactive.runtime import clock
 from semiactive.runtime.events import EventLog
 from semiactive.topology import Stage, Topology
 from semiactive.wire import dataplane_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 # Input rows per operator run (whole instants): a long backlog (a warm-up
 # from a cut far back, a catch-up) is processed in runs of a fraction of a
@@ -96,7 +99,11 @@ class ReplicaRole:
             if stage.partition is not None
             else 0,
             capture=self.forked_capture or capture_now,
+            columnar=cfg.columnar_stages,
         )
+        if cfg.columnar_stages:
+            why = columnar_stage_reason(stage)
+            log.info("stage %s runs on %s", stage.name, f"rows: {why}" if why else "record blocks")
         self.outbound = Outbound(
             node,
             stage,

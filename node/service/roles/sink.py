@@ -24,6 +24,7 @@ from semiactive.node.connectors.jsonl import formatter
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.input import InputSection
+from semiactive.node.sections.record_rows import RecordLayout
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.runtime import clock
 from semiactive.runtime.atomic_file import write_json
@@ -88,7 +89,7 @@ class SinkRole:
         self._reported = False
         # A durable output's writes: taken rows in take order, committed by one task
         # (see received()); how many taken rows are not committed yet.
-        self._writes: asyncio.Queue[tuple[list[Element], float]] = asyncio.Queue()
+        self._writes: asyncio.Queue[tuple[Sequence[Element], float]] = asyncio.Queue()
         self._unwritten = 0
         self._written = asyncio.Event()  # set after each write: a waiting call looks again
         self._writer: asyncio.Task[None] | None = None
@@ -126,11 +127,14 @@ class SinkRole:
     def manages(self, edge: str) -> bool:
         return False
 
+    def layout(self, edge: str) -> RecordLayout | None:
+        return None  # a sink writes rows
+
     def receive(
         self,
         edge: str,
         first_seq: int,
-        rows: list[Element],
+        rows: Sequence[Element],
         watermark: int,
         eos: bool,
         count: int,
@@ -198,7 +202,7 @@ class SinkRole:
             if self.finished:
                 self.close()
 
-    def _deliver(self, rows: list[Element], entered: float) -> None:
+    def _deliver(self, rows: Sequence[Element], entered: float) -> None:
         """Rows written: to the files, the arrivals, the latency."""
         fmt = self.fmt
         if self._out is not None:
@@ -280,7 +284,7 @@ class SplitFiles:
         self.rejected = 0
         directory.mkdir(parents=True, exist_ok=True)
 
-    def write(self, rows: list[Element], fmt: Callable[[int, Element], str]) -> None:
+    def write(self, rows: Sequence[Element], fmt: Callable[[int, Element], str]) -> None:
         lines: dict[str, list[str]] = {}
         for r in rows:
             value = r[self.index]
