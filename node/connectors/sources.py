@@ -19,6 +19,7 @@ in range by construction.
 from __future__ import annotations
 
 import bisect
+import copy
 import csv
 import functools
 import itertools
@@ -33,10 +34,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+import numpy as np
+
 from semiactive.errors import UserError
 from semiactive.node.connectors import csv_numeric
 from semiactive.node.connectors.csv_numeric import NumericBlock
 from semiactive.node.cql import plan
+from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 
 # An input integer outside the range (plan.INT_MIN..INT_MAX) would either
 # stop the sender or silently become NULL downstream.
@@ -141,6 +145,7 @@ class SyntheticSource:
         self._rng = random.Random(seed)
         self._columns = [self._column(c) for c in schema.columns]
         self._draws = [draw for kind, draw in self._columns if kind == "drawn"]
+        self._integers: bool | None = None  # take_records can draw them all
 
     def seek(self, index: int) -> None:
         """Go on at tuple ``index`` (0-based) as if every tuple before it had
@@ -169,6 +174,56 @@ class SyntheticSource:
             return "drawn", functools.partial(rng.choice, string.ascii_lowercase)
         length = column.type.length
         return "drawn", lambda: "".join(rng.choices(string.ascii_lowercase, k=length))
+
+    def take_records(self, count: int, layout: RecordLayout) -> RecordRows | None:
+        """:meth:`take` as a block of records (seqs from the first tuple's),
+        the same tuples drawn with no Python object per value; None when a
+        column draws something other than integers (floats, text)."""
+        if not self._draws_integers():
+            return None
+        first = self.index
+        records = np.empty(count, dtype=layout.dtype)
+        end = self.index + count
+        while self.index < end:
+            if self.index % BLOCK == 0:
+                self._reseed(self.index // BLOCK)
+            upto = min(end, (self.index // BLOCK + 1) * BLOCK)
+            self._fill(records[self.index - first : upto - first], self.index, upto)
+            self.index = upto
+        return RecordRows(records, first + 1, layout)
+
+    def _draws_integers(self) -> bool:
+        """Every drawn column is an integer (``randrange(1000)``), and this
+        Python's ``randrange`` is the one :func:`randrange_block` emulates
+        (checked once, on a copy of the generator)."""
+        if self._integers is None:
+            drawn = [
+                c for c, (kind, _) in zip(self.schema.columns, self._columns, strict=True) if kind == "drawn"
+            ]
+            self._integers = all(c.type.name is plan.TypeName.INTEGER for c in drawn)
+            if self._integers:
+                probe = copy.deepcopy(self._rng)
+                expected = [probe.randrange(1000) for _ in range(256)]
+                self._integers = randrange_block(copy.deepcopy(self._rng), 1000, 256).tolist() == expected
+        return self._integers
+
+    def _fill(self, out: np.ndarray[Any, Any], start: int, stop: int) -> None:
+        """Tuples ``start..stop-1`` of one block into ``out``'s fields, the
+        values in :meth:`_rows`'s order of draws (tuple by tuple)."""
+        n = stop - start
+        width = len(self._draws)
+        drawn = randrange_block(self._rng, 1000, n * width).reshape(n, width) if width else None
+        out["ts"] = self.schedule.ts_range(start, stop)
+        k = 0
+        for i, (kind, value) in enumerate(self._columns):
+            if kind == "id":
+                out[f"v{i}"] = np.arange(start, stop, dtype=np.int64)
+            elif kind == "filler":
+                out[f"v{i}"] = value.encode()
+            else:
+                assert drawn is not None
+                out[f"v{i}"] = drawn[:, k]
+                k += 1
 
     def _reseed(self, block: int) -> None:
         self._rng.seed(self.seed if block == 0 else f"{self.seed}:{block}")
@@ -212,6 +267,39 @@ class SyntheticSource:
     def due(self, elapsed_ms: float) -> int:
         """How many tuples are due by ``elapsed_ms`` and not yet taken."""
         return max(0, self.schedule.count_until(elapsed_ms) - self.index)
+
+
+def randrange_block(rng: random.Random, bound: int, count: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """``[rng.randrange(bound) for _ in range(count)]`` as numpy computes
+    it, leaving ``rng`` where those calls leave it. CPython draws each
+    value as ``getrandbits(k)`` (the top k bits of one 32-bit word of the
+    Mersenne Twister, k = bound's bit length) until one is below
+    ``bound``; ``getrandbits(32 * m)`` gives m words in that order. So the
+    accepted words, in order, are the values; the generator is then set
+    back and advanced by exactly the words they took."""
+    if count == 0:
+        return np.empty(0, dtype=np.int64)
+    k = bound.bit_length()
+    state = rng.getstate()
+    parts: list[np.ndarray[Any, np.dtype[np.int64]]] = []
+    words = 0  # words drawn before the current chunk
+    while True:
+        need = count - sum(len(p) for p in parts)
+        # bound / 2**k of the words are accepted (more than half): a few
+        # more than need / that share are almost always enough.
+        more = need * (1 << k) // bound + need // 16 + 64
+        chunk = np.frombuffer(rng.getrandbits(32 * more).to_bytes(4 * more, "little"), dtype="<u4")
+        values = (chunk >> np.uint32(32 - k)).astype(np.int64)
+        positions = np.flatnonzero(values < bound)
+        if len(positions) >= need:
+            parts.append(values[positions[:need]])
+            used = words + int(positions[need - 1]) + 1
+            break
+        parts.append(values[positions])
+        words += more
+    rng.setstate(state)
+    rng.getrandbits(32 * used)
+    return np.concatenate(parts)
 
 
 def convert(value: str | None, column: plan.Column, where: str) -> Any:

@@ -20,9 +20,10 @@ from typing import IO, Protocol
 
 from semiactive.errors import UserError
 from semiactive.ha.resync import ResyncPoint
-from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.jsonl import LineWriter, formatter
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
+from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import InputSection
 from semiactive.node.sections.record_rows import RecordLayout
 from semiactive.node.service.metrics import NodeMetrics
@@ -54,6 +55,13 @@ class DurableOutput(Protocol):
     async def close(self) -> None: ...
 
 
+def _has_records(codec: RowCodec) -> bool:
+    """A stream whose columns all have a record form (no byte column)."""
+    return codec.kind is plan.Kind.STREAM and all(
+        c.type.name is not plan.TypeName.BYTE for c in codec.schema.columns
+    )
+
+
 class SinkRole:
     def __init__(
         self,
@@ -70,6 +78,10 @@ class SinkRole:
         self.metrics = metrics
         self.output = output
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
+        self._lines = LineWriter(edge.codec.schema, edge.codec.kind)
+        if len(inputs.edges) == 1 and _has_records(edge.codec):
+            # Rows stay the wire's records until written (no tuple per row).
+            edge.layout = RecordLayout(edge.codec)
         self.latencies = array("d")
         self.delivered = 0
         # Cumulative, for the status: rows whose latency was measured, and its sum.
@@ -128,7 +140,7 @@ class SinkRole:
         return False
 
     def layout(self, edge: str) -> RecordLayout | None:
-        return None  # a sink writes rows
+        return self.inputs.by_name[edge].layout
 
     def receive(
         self,
@@ -206,7 +218,7 @@ class SinkRole:
         """Rows written: to the files, the arrivals, the latency."""
         fmt = self.fmt
         if self._out is not None:
-            self._out.write("".join([fmt(r[1], r) for r in rows]))
+            self._out.write(self._lines.lines(rows))
             self._out.flush()
         if self.split is not None:
             self.split.write(rows, fmt)

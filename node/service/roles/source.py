@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,7 +36,7 @@ from semiactive.config import SourceConfig
 from semiactive.ha.output_log import OutputLog
 from semiactive.node.connectors.broker_feed import BrokerFeed, BrokerMessage, BrokerReader
 from semiactive.node.connectors.event_time_merge import MergeCheckpoint
-from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.jsonl import LineWriter
 from semiactive.node.connectors.message_rows import Rejected, json_text
 from semiactive.node.connectors.replay_clock import ReplayClock
 from semiactive.node.connectors.sources import (
@@ -51,6 +51,8 @@ from semiactive.node.connectors.sources import (
 )
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
+from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.roles.source_progress import SourceProgress, reopen_row_log
 from semiactive.runtime import clock
@@ -123,7 +125,11 @@ class SourceRole:
         self.lag_ms = 0.0  # how far behind schedule the source was when it stopped
         self.error: str | None = None
         self._log: IO[str] | None = None
-        self._fmt = formatter(schema, plan.Kind.STREAM)
+        self._lines = LineWriter(schema, plan.Kind.STREAM)
+        # A synthetic source of integers emits record blocks (no tuple per row).
+        self._layout: RecordLayout | None = None
+        if all(c.type.name is not plan.TypeName.BYTE for c in schema.columns):
+            self._layout = RecordLayout(RowCodec(schema, plan.Kind.STREAM))
         self._run_dir = run_dir
         self.progress = progress
         self.checkpoint = checkpoint
@@ -248,16 +254,17 @@ class SourceRole:
             log.error("%s", exc)
         self._finish()
 
-    def _emit(self, rows: list[Element], watermark: int, entered: float) -> None:
+    def _emit(self, rows: Sequence[Element], watermark: int, entered: float) -> None:
         """``entered``: when the first row entered the system: its due time
         on a generator's or a replay's schedule (a source behind schedule
         counts as latency), its arrival for an ingest call."""
         if rows:
             self.emitted += len(rows)
             if self._log is not None:
-                fmt = self._fmt
-                self._log.write("".join([fmt(r[1], r) for r in rows]))
-            if rows[0][1] <= self.resume:  # generated again for the row log only
+                self._log.write(self._lines.lines(rows))
+            if isinstance(rows, RecordRows) and rows.first_seq <= self.resume:
+                rows = rows[self.resume - rows.first_seq + 1 :]  # generated again for the row log only
+            elif rows[0][1] <= self.resume:
                 rows = [r for r in rows if r[1] > self.resume]
         self.watermark = max(self.watermark, watermark)
         self.log.append(rows, self.watermark, entered)
@@ -294,8 +301,11 @@ class SourceRole:
             due = gen.due(min(self.elapsed_ms(), self.stop_ms))
             self.lag_ms = max(0.0, self.elapsed_ms() - gen.next_ts())
             if due:
-                rows = gen.take(min(due, batch))
-                self._emit(rows, gen.next_ts() - 1, self.t0 + rows[0][0] / 1000)
+                count = min(due, batch)
+                due_ts = gen.next_ts()
+                block = gen.take_records(count, self._layout) if self._layout is not None else None
+                rows = gen.take(count) if block is None else block
+                self._emit(rows, gen.next_ts() - 1, self.t0 + due_ts / 1000)
                 await asyncio.sleep(0)
                 continue
             if self.stopping.is_set():
