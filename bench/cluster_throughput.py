@@ -34,22 +34,35 @@ from semiactive.oracle.verify import check_run
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "paper-chain.yaml"
 
 
-def with_rate(rate: int, directory: Path, linger_ms: float | None = None, rows: bool = False) -> Path:
+def with_rate(
+    rate: int,
+    directory: Path,
+    linger_ms: float | None = None,
+    rows: bool = False,
+    batch_rows: int | None = None,
+) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
     cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": rate}]
     if linger_ms is not None:
         cfg["linger_ms"] = linger_ms
     if rows:
         cfg["columnar_stages"] = False
+    if batch_rows is not None:
+        cfg["batch_rows"] = batch_rows
     path = directory / f"chain-{rate}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
 def trial(
-    rate: int, seconds: float, directory: Path, linger_ms: float | None = None, rows: bool = False
+    rate: int,
+    seconds: float,
+    directory: Path,
+    linger_ms: float | None = None,
+    rows: bool = False,
+    batch_rows: int | None = None,
 ) -> dict[str, object]:
-    path = with_rate(rate, directory, linger_ms, rows)
+    path = with_rate(rate, directory, linger_ms, rows, batch_rows)
     run_dir = directory / f"run-{rate}"
     code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
@@ -74,19 +87,20 @@ def main() -> int:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--linger-ms", type=float, help="the cluster's linger_ms (default: the default)")
     parser.add_argument("--rows", action="store_true", help="stages on rows (columnar_stages: false)")
+    parser.add_argument("--batch-rows", type=int, help="the cluster's batch_rows (default: the default)")
     args = parser.parse_args()
     stages = "rows" if args.rows else "record blocks (columnar_stages)"
     print(f"machine: {os.cpu_count()} cores; 5 processes (source, 3 stages on {stages}, sink) on loopback")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        lat = trial(1000, args.latency_seconds, directory, args.linger_ms, args.rows)
+        lat = trial(1000, args.latency_seconds, directory, args.linger_ms, args.rows, args.batch_rows)
         print(
             f"latency at 1000 tuples/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms "
             f"(identical to reference: {lat['identical']})"
         )
         best = 0
         for rate in (int(r) for r in args.rates.split(",")):
-            r = trial(rate, args.seconds, directory, args.linger_ms, args.rows)
+            r = trial(rate, args.seconds, directory, args.linger_ms, args.rows, args.batch_rows)
             ok = r["exit"] == 0 and r["kept_schedule"] and r["identical"]
             verdict = "sustained" if ok else "NOT sustained"
             print(

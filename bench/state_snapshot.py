@@ -39,7 +39,7 @@ from semiactive.node.engine import state
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.node.service.forked_capture import ForkedCapture
-from semiactive.node.service.main import COLLECTOR_THRESHOLDS
+from semiactive.runtime.process import COLLECTOR_THRESHOLDS
 
 PROGRAM = Path(__file__).resolve().parents[1] / "examples" / "linear-road" / "xway.cql"
 INPUTS = ("HistTolls", "PosReport", "ExpQuery")

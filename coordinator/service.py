@@ -37,7 +37,7 @@ from semiactive.runtime.health import Health
 from semiactive.runtime.messages import view_to_pb
 from semiactive.runtime.metrics_endpoint import serve_metrics
 from semiactive.runtime.network import GrpcNetwork, Network
-from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
+from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, tune_collector, until_launcher_gone
 from semiactive.runtime.tls import COORDINATOR, caller, process_security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
@@ -266,4 +266,5 @@ def run_coordinator(
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     import uvloop
 
+    tune_collector()
     return uvloop.run(serve(config, listen, endpoints, run_dir, reprotect, tls_dir, metrics_port, http_port))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -15,21 +14,13 @@ from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
 from semiactive.runtime.network import GrpcNetwork
-from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, until_launcher_gone
+from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, tune_collector, until_launcher_gone
 from semiactive.runtime.tls import process_security
 
 # A directory: the node runs under cProfile and writes NAME.prof there when
 # it exits (``python -m pstats DIR/NAME.prof``). For finding where a node's
 # time goes in a real cluster run; it costs about a third of the speed.
 PROFILE_ENV = "SEMIACTIVE_PROFILE"
-
-
-# The cyclic collector's thresholds in a node: a young collection every
-# 100,000 allocations instead of 700. The engine allocates and frees rows by
-# the million, by reference counting, and with Python's default a third of
-# a Linear Road replica's CPU went to young collections (perf; docs/ha.md).
-# What it costs: garbage in cycles lives a little longer.
-COLLECTOR_THRESHOLDS = (100_000, 50, 100)
 
 
 def run_node(
@@ -92,7 +83,7 @@ def run_node(
             if watchdog is not None:
                 watchdog.cancel()
 
-    gc.set_threshold(*COLLECTOR_THRESHOLDS)
+    tune_collector()
     try:
         import uvloop
 
