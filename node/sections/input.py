@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from semiactive.node.engine.elements import VALUES, Element
-from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.codec import CodecError, RowCodec
 from semiactive.node.sections.connections import ELIDED
 from semiactive.node.sections.entry_times import UNKNOWN, EntryTimes
 from semiactive.node.sections.record_rows import RecordLayout, RecordQueue, RecordRows
@@ -117,8 +117,9 @@ class EdgeInput:
             skip = self.next_seq - first_seq
             if skip < count:
                 fresh = rows[skip:] if skip > 0 else rows
-                if self.layout is not None:
-                    records = self.layout.of(fresh).numbered(first_seq + max(skip, 0))
+                records = self._as_records(fresh)
+                if records is not None:
+                    records = records.numbered(first_seq + max(skip, 0))
                     self._check_record_order(records)
                     self.entered.mark(records.first_seq, entered)
                     self.records.append(records)
@@ -141,6 +142,20 @@ class EdgeInput:
         if eos:
             self.end_of_stream = True
         return new
+
+    def _as_records(self, rows: Sequence[Element]) -> RecordRows | None:
+        """``rows`` as records if this edge keeps records. Rows that have
+        none (a partition's, elided) turn the edge back to rows for good,
+        the records queued included."""
+        if self.layout is None:
+            return None
+        try:
+            return self.layout.of(rows)
+        except CodecError:
+            self.pending.extend(self.records)
+            self.records.clear()
+            self.layout = None
+            return None
 
     def _check_order(self, rows: Sequence[Element]) -> None:
         self._check_first(rows[0][0])

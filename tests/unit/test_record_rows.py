@@ -17,6 +17,7 @@ from semiactive.ha.replica import Mode, StageReplica, columnar_stage_reason
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.codec import INT_MAX, RowCodec
+from semiactive.node.sections.connections import ELIDED
 from semiactive.node.sections.input import EdgeInput, InputSection, RowOrderError
 from semiactive.node.sections.operator import ColumnarSection
 from semiactive.node.sections.record_rows import RecordLayout, RecordRows
@@ -240,3 +241,16 @@ def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
         stage = build_topology(tmp_path / name, [f"REGISTER QUERY s1 AS {query}"]).stages["stage-1"]
         assert columnar_stage_reason(stage) is not None, name
         assert not StageReplica("r", stage, Mode.PRIMARY, {}, columnar=True).columnar
+
+
+def test_an_edge_given_rows_with_no_record_form_turns_back_to_rows() -> None:
+    """A partition's elided rows have no record form: the edge keeps rows
+    from then on, the records it had queued included, in order."""
+    edge = EdgeInput("a->b", "s", 0, CODEC, layout=LAYOUT)
+    edge.accept(1, 2, CODEC.encode(_elements(1, [1, 2])), 2, False)
+    edge.accept_rows(3, [(3, 3, 1, ELIDED, ELIDED)], 3, False)
+    edge.accept(4, 1, CODEC.encode(_elements(4, [4])), 4, False)
+    assert edge.layout is None and not edge.records
+    taken, _ = InputSection([edge], exact=True).take()
+    assert [r[:2] for r in taken["s"]] == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    assert taken["s"][2][3] is ELIDED

@@ -79,7 +79,7 @@ class SinkRole:
         self.output = output
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
         self._lines = LineWriter(edge.codec.schema, edge.codec.kind)
-        if len(inputs.edges) == 1 and _has_records(edge.codec):
+        if len(inputs.edges) == 1 and not edge.drops_elided and _has_records(edge.codec):
             # Rows stay the wire's records until written (no tuple per row).
             edge.layout = RecordLayout(edge.codec)
         self.latencies = array("d")
