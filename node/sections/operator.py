@@ -109,6 +109,13 @@ class OperatorSection(TimedSection):
         return self.engine.advance(watermark)[self.output] if watermark > self.engine.time else []
 
 
+# Below this many rows a block goes through the row engine: the columnar
+# engine costs about 0.1 ms a call whatever the batch (bench/columnar_wire.py:
+# at batches of 100 it is slower than rows), and a chain at 1,000 tuples/s
+# on blocks of a few rows had a p99 latency of 400-450 ms against 31-47 ms
+# on rows (docs/lab/columnar.md).
+MIN_COLUMN_ROWS = 64
+
 _COLUMN_TYPES = (plan.TypeName.INTEGER, plan.TypeName.FLOAT, plan.TypeName.CHAR)
 
 
@@ -147,10 +154,11 @@ def columnar_reason(program: plan.Program, output: str) -> str | None:
 class ColumnarSection(OperatorSection):
     """:func:`columnar_reason`'s stages, run on record blocks: a block's
     columns go through the columnar engine and its output is written as
-    records, with no row made. Rows (elements, or a block with a NULL or
-    text that is not UTF-8) go through the row engine, which also keeps
-    what HA reads of a section (its time, counters, snapshots): the
-    program holds no state, so the two engines need only share the time."""
+    records, with no row made. Rows (elements, a block of fewer than
+    :data:`MIN_COLUMN_ROWS`, one with a NULL or text that is not UTF-8) go
+    through the row engine, which also keeps what HA reads of a section
+    (its time, counters, snapshots): the program holds no state, so the
+    two engines need only share the time."""
 
     def __init__(self, program: plan.Program, output: str, layout: RecordLayout, out: RecordLayout) -> None:
         super().__init__(program, output, lineage=True)
@@ -162,7 +170,7 @@ class ColumnarSection(OperatorSection):
     def run(self, inputs: Mapping[str, Sequence[Element]], watermark: int) -> Sequence[Element]:
         ((name, rows),) = inputs.items() if inputs else ((None, []),)
         batch = None
-        if isinstance(rows, RecordRows) and rows.layout is self.layout:
+        if isinstance(rows, RecordRows) and rows.layout is self.layout and len(rows) >= MIN_COLUMN_ROWS:
             batch = self.layout.columns.columns(rows.records, rows.first_seq)
         if batch is None or name is None:
             if isinstance(rows, RecordRows):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import assume, given, settings
@@ -16,6 +17,7 @@ from semiactive.ha.output_log import OutputLog
 from semiactive.ha.replica import Mode, StageReplica, columnar_stage_reason
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
+from semiactive.node.sections import operator as operator_section
 from semiactive.node.sections.codec import INT_MAX, RowCodec
 from semiactive.node.sections.connections import ELIDED
 from semiactive.node.sections.input import EdgeInput, InputSection, RowOrderError
@@ -197,22 +199,9 @@ def test_a_columnar_stage_logs_what_a_row_stage_logs(
         StageReplica("r", stage, Mode.PRIMARY, {}, run_rows=run_rows, columnar=columnar)
         for columnar in (False, True)
     ]
+    with mock.patch.object(operator_section, "MIN_COLUMN_ROWS", 1):  # every block on columns
+        _feed(replicas, stage, batches)
     assert isinstance(replicas[1].operator, ColumnarSection)
-    edge = stage.inputs[0]
-    codec = RowCodec(edge.schema, edge.kind)
-    seq, ts = 1, 0
-    for n, poison, as_rows in batches:
-        rows = [(ts + i // 3, seq + i, 1, seq + i, (seq + i) * 37 % 1000, "pad") for i in range(n)]
-        blob = _wire(codec, rows, poison if n else None)
-        for rep in replicas:
-            inputs = rep.inputs.edges[0]
-            if as_rows and poison is None:
-                inputs.accept_rows(seq, rows, ts + n, False)
-            else:
-                inputs.accept(seq, n, blob, ts + n, False)
-            while rep.run() and rep.more:
-                pass
-        seq, ts = seq + n, ts + n + 1
     logs = [rep.log.get(1, rep.log.head) for rep in replicas]
     # Slot 1 of a logged row is its lineage on rows, its seq on records:
     # nothing reads it (senders number rows by their place in the log).
@@ -229,6 +218,39 @@ def test_a_columnar_stage_logs_what_a_row_stage_logs(
             out.encode(logs[1])
     clean = [n for n, poison, as_rows in batches if n and poison is None and not as_rows]
     assert replicas[1].operator.blocks >= (1 if clean else 0)  # type: ignore[union-attr]
+
+
+def _feed(replicas: list[StageReplica], stage: Any, batches: list[tuple[int, str | None, bool]]) -> None:
+    edge = stage.inputs[0]
+    codec = RowCodec(edge.schema, edge.kind)
+    seq, ts = 1, 0
+    for n, poison, as_rows in batches:
+        rows = [(ts + i // 3, seq + i, 1, seq + i, (seq + i) * 37 % 1000, "pad") for i in range(n)]
+        blob = _wire(codec, rows, poison if n else None)
+        for rep in replicas:
+            inputs = rep.inputs.edges[0]
+            if as_rows and poison is None:
+                inputs.accept_rows(seq, rows, ts + n, False)
+            else:
+                inputs.accept(seq, n, blob, ts + n, False)
+            while rep.run() and rep.more:
+                pass
+        seq, ts = seq + n, ts + n + 1
+
+
+def test_a_small_block_takes_the_row_engine(tmp_path: Path) -> None:
+    """The columnar engine costs about 0.1 ms a call: below MIN_COLUMN_ROWS
+    rows a block is cheaper as rows."""
+    stage = _stage(tmp_path, "select")
+    rep = StageReplica("r", stage, Mode.PRIMARY, {}, columnar=True)
+    edge = stage.inputs[0]
+    codec = RowCodec(edge.schema, edge.kind)
+    for first, n in ((1, operator_section.MIN_COLUMN_ROWS - 1), (operator_section.MIN_COLUMN_ROWS, 200)):
+        rows = [(first + i, first + i, 1, i, 700, "pad") for i in range(n)]
+        rep.inputs.edges[0].accept(first, n, codec.encode(rows), first + n - 1, False)
+        rep.run()
+        assert rep.operator.blocks == (first > 1)  # type: ignore[union-attr]
+    assert rep.log.head == operator_section.MIN_COLUMN_ROWS - 1 + 200
 
 
 def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
