@@ -22,7 +22,7 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.codec import INT_NULL
-from semiactive.node.sections.record_rows import RecordRows
+from semiactive.node.sections.record_rows import RecordRows, has_record_form
 
 
 def _number(v: Any) -> str:
@@ -44,14 +44,15 @@ def _text(v: Any) -> str:
     return "null" if v is None else json.dumps(v, ensure_ascii=False)
 
 
-def _quoter() -> tuple[dict[Any, str], Callable[[Any], str]]:
+def _quoter(text: Callable[[Any], Any] = lambda v: v) -> tuple[dict[Any, str], Callable[[Any], str]]:
     """A cache of quoted text values and the function that fills it: a
     column's values repeat (a pad, a name), and a dict lookup costs a
-    quarter of :func:`_text`'s checks."""
+    quarter of :func:`_text`'s checks. ``text``: a value's text (a char
+    column's wire bytes are decoded as the row codec decodes them)."""
     quoted: dict[Any, str] = {}
 
     def quote(v: Any) -> str:
-        line = _text(v)
+        line = _text(text(v))
         if len(quoted) >= 4096:
             quoted.clear()
         quoted[v] = line
@@ -129,17 +130,9 @@ def _block_formatter(schema: plan.Schema) -> Callable[..., str] | None:
     """``block(seqs, ts, *columns) -> lines``: integers and finite floats
     in place, char columns' bytes (as on the wire) decoded as the row
     codec decodes them and quoted as :func:`_text` quotes, through a cache."""
-    if any(c.type.name is plan.TypeName.BYTE for c in schema.columns):
+    if not has_record_form(schema, plan.Kind.STREAM):
         return None
-    quoted: dict[bytes, str] = {}
-
-    def quote(raw: bytes) -> str:
-        line = _text(raw.decode("utf-8", "replace"))
-        if len(quoted) >= 4096:
-            quoted.clear()
-        quoted[raw] = line
-        return line
-
+    quoted, quote = _quoter(lambda raw: raw.decode("utf-8", "replace"))
     namespace: dict[str, Any] = {"_Q": quoted, "_quote": quote}
     parts = ['{{"seq":{s},"ts":{t}']
     names = []

@@ -20,9 +20,16 @@ from typing import Any, overload
 
 import numpy as np
 
+from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.codec import CodecError, RowCodec, WireRows
 from semiactive.node.sections.column_codec import ColumnCodec
+
+
+def has_record_form(schema: plan.Schema, kind: plan.Kind) -> bool:
+    """Whether rows of ``schema`` can be kept as records: a stream with no
+    byte column (:class:`ColumnCodec` has no column form for one)."""
+    return kind is plan.Kind.STREAM and all(c.type.name is not plan.TypeName.BYTE for c in schema.columns)
 
 
 class RecordLayout:

@@ -23,9 +23,8 @@ from semiactive.ha.resync import ResyncPoint
 from semiactive.node.connectors.jsonl import LineWriter, formatter
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
-from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import InputSection
-from semiactive.node.sections.record_rows import RecordLayout
+from semiactive.node.sections.record_rows import RecordLayout, has_record_form
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.runtime import clock
 from semiactive.runtime.atomic_file import write_json
@@ -55,13 +54,6 @@ class DurableOutput(Protocol):
     async def close(self) -> None: ...
 
 
-def _has_records(codec: RowCodec) -> bool:
-    """A stream whose columns all have a record form (no byte column)."""
-    return codec.kind is plan.Kind.STREAM and all(
-        c.type.name is not plan.TypeName.BYTE for c in codec.schema.columns
-    )
-
-
 class SinkRole:
     def __init__(
         self,
@@ -79,7 +71,11 @@ class SinkRole:
         self.output = output
         self.fmt = formatter(edge.codec.schema, edge.codec.kind)
         self._lines = LineWriter(edge.codec.schema, edge.codec.kind)
-        if len(inputs.edges) == 1 and not edge.drops_elided and _has_records(edge.codec):
+        if (
+            len(inputs.edges) == 1
+            and not edge.drops_elided
+            and has_record_form(edge.codec.schema, edge.codec.kind)
+        ):
             # Rows stay the wire's records until written (no tuple per row).
             edge.layout = RecordLayout(edge.codec)
         self.latencies = array("d")

@@ -52,7 +52,7 @@ from semiactive.node.connectors.sources import (
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.sections.codec import RowCodec
-from semiactive.node.sections.record_rows import RecordLayout, RecordRows
+from semiactive.node.sections.record_rows import RecordLayout, RecordRows, has_record_form
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.roles.source_progress import SourceProgress, reopen_row_log
 from semiactive.runtime import clock
@@ -128,7 +128,7 @@ class SourceRole:
         self._lines = LineWriter(schema, plan.Kind.STREAM)
         # A synthetic source of integers emits record blocks (no tuple per row).
         self._layout: RecordLayout | None = None
-        if all(c.type.name is not plan.TypeName.BYTE for c in schema.columns):
+        if has_record_form(schema, plan.Kind.STREAM):
             self._layout = RecordLayout(RowCodec(schema, plan.Kind.STREAM))
         self._run_dir = run_dir
         self.progress = progress
