@@ -2,10 +2,12 @@
 sink): the highest source rate sustained with zero loss, and source-to-sink
 latency at 1000 tuples/s.
 
-    python bench/cluster_throughput.py [--rates 50000,100000,150000] [--seconds 6] [--rows]
+    python bench/cluster_throughput.py [--rates 50000,100000,150000] [--seconds 6] [--rows] [--sas B]
 
 The stages run on record blocks (``columnar_stages``, the default);
 ``--rows`` runs them on Python tuples, as before, for comparison.
+``--sas B`` protects every stage with Semi-Active Standby at batch size B,
+each with its secondary on a node of its own (3 more processes).
 
 A rate counts as sustained when the source kept its schedule (it was less
 than 250 ms behind when it stopped: backpressure from a slower chain would
@@ -34,35 +36,27 @@ from semiactive.oracle.verify import check_run
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "paper-chain.yaml"
 
 
-def with_rate(
-    rate: int,
-    directory: Path,
-    linger_ms: float | None = None,
-    rows: bool = False,
-    batch_rows: int | None = None,
-) -> Path:
+def with_rate(rate: int, directory: Path, args: argparse.Namespace) -> Path:
+    """The example chain at ``rate`` with the command line's changes."""
     cfg = yaml.safe_load(EXAMPLE.read_text())
     cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": rate}]
-    if linger_ms is not None:
-        cfg["linger_ms"] = linger_ms
-    if rows:
+    if args.sas is not None:
+        spare = len(cfg["stages"]) + 1  # node-4, node-5, ...
+        for i, stage in enumerate(cfg["stages"]):
+            stage["ha"] = {"mode": "sas", "batch_size": args.sas, "secondary": f"node-{spare + i}"}
+    if args.linger_ms is not None:
+        cfg["linger_ms"] = args.linger_ms
+    if args.rows:
         cfg["columnar_stages"] = False
-    if batch_rows is not None:
-        cfg["batch_rows"] = batch_rows
+    if args.batch_rows is not None:
+        cfg["batch_rows"] = args.batch_rows
     path = directory / f"chain-{rate}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 
-def trial(
-    rate: int,
-    seconds: float,
-    directory: Path,
-    linger_ms: float | None = None,
-    rows: bool = False,
-    batch_rows: int | None = None,
-) -> dict[str, object]:
-    path = with_rate(rate, directory, linger_ms, rows, batch_rows)
+def trial(rate: int, seconds: float, directory: Path, args: argparse.Namespace) -> dict[str, object]:
+    path = with_rate(rate, directory, args)
     run_dir = directory / f"run-{rate}"
     code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
@@ -88,19 +82,25 @@ def main() -> int:
     parser.add_argument("--linger-ms", type=float, help="the cluster's linger_ms (default: the default)")
     parser.add_argument("--rows", action="store_true", help="stages on rows (columnar_stages: false)")
     parser.add_argument("--batch-rows", type=int, help="the cluster's batch_rows (default: the default)")
+    parser.add_argument("--sas", type=int, metavar="B", help="SAS on every stage at batch size B")
     args = parser.parse_args()
     stages = "rows" if args.rows else "record blocks (columnar_stages)"
-    print(f"machine: {os.cpu_count()} cores; 5 processes (source, 3 stages on {stages}, sink) on loopback")
+    if args.sas is None:
+        processes = f"5 processes (source, 3 stages on {stages}, sink)"
+    else:
+        secondaries = f"each with a SAS secondary at B={args.sas}"
+        processes = f"8 processes (source, 3 stages on {stages} {secondaries}, sink)"
+    print(f"machine: {os.cpu_count()} cores; {processes} on loopback")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        lat = trial(1000, args.latency_seconds, directory, args.linger_ms, args.rows, args.batch_rows)
+        lat = trial(1000, args.latency_seconds, directory, args)
         print(
             f"latency at 1000 tuples/s: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms "
             f"(identical to reference: {lat['identical']})"
         )
         best = 0
         for rate in (int(r) for r in args.rates.split(",")):
-            r = trial(rate, args.seconds, directory, args.linger_ms, args.rows, args.batch_rows)
+            r = trial(rate, args.seconds, directory, args)
             ok = r["exit"] == 0 and r["kept_schedule"] and r["identical"]
             verdict = "sustained" if ok else "NOT sustained"
             print(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from semiactive.node.service.coordinator_link import CoordinatorLink
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.outbound import Outbound
 from semiactive.node.service.peers import Peers
+from semiactive.node.service.roles.acks import unacked_rows
 from semiactive.node.service.roles.inbound import InboundEdgeSession, Receiver
 from semiactive.node.service.roles.replica import ReplicaRole
 from semiactive.node.service.roles.serving_lock import ServingLock
@@ -141,6 +142,7 @@ class NodeDaemon:
         self.metrics.follow(self.status)
         self.events.observers.append(self.metrics.observe_event)
         self.sessions: dict[str, InboundEdgeSession] = {}
+        self._sink_acks_due = asyncio.Event()
         # What this node serves; its class is its role (None: a spare).
         self.serving: SourceRole | SinkRole | ReplicaRole | StandbyRole | None = None
         self.link: CoordinatorLink | None = None
@@ -239,7 +241,7 @@ class NodeDaemon:
             prepared if prepared is not None else self._sink_output(stage, self.run_dir),
         )
         self.serving = sink
-        self._open_inputs(stage, sink)
+        self._open_inputs(stage, sink, self._sink_acks_due.set)
         return sink
 
     def _sink_output(self, stage: Stage, run_dir: Path | None) -> DurableOutput | None:
@@ -398,9 +400,10 @@ class NodeDaemon:
     def replica(self) -> ReplicaRole | None:
         return self.serving if isinstance(self.serving, ReplicaRole) else None
 
-    def _open_inputs(self, stage: Stage, receiver: Receiver) -> None:
+    def _open_inputs(self, stage: Stage, receiver: Receiver, on_unacked: Callable[[], None]) -> None:
+        limit = unacked_rows(self.topology.config)
         self.sessions = {
-            e.id: InboundEdgeSession(e, self.views, receiver, self.metrics, self._rewind)
+            e.id: InboundEdgeSession(e, self.views, receiver, self.metrics, self._rewind, on_unacked, limit)
             for e in stage.inputs
         }
 
@@ -420,7 +423,7 @@ class NodeDaemon:
         )
         self.serving = role
         self.stage = stage
-        self._open_inputs(stage, role.receiver)
+        self._open_inputs(stage, role.receiver, role.acks.ack_soon)
         role.sessions = self.sessions
         return role
 
@@ -503,8 +506,12 @@ class NodeDaemon:
     async def _sink_acks(self) -> None:
         assert self.sink is not None and self.stage is not None
         interval = self.topology.config.ack_interval_ms / 1000
+        due = self._sink_acks_due
         while True:
-            await asyncio.sleep(interval)
+            # Every interval, or once an input edge has many rows unacknowledged.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(due.wait(), interval)
+            due.clear()
             point = point_to_pb(self.sink.level1())
             # Changes only when a protected sink's standby takes over.
             epoch = self.views[self.stage.name].epoch

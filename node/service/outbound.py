@@ -116,6 +116,7 @@ class Outbound:
                     count_bytes=self._counter(edge.id, CHANNELS[channel]),
                     batch_rows=cfg.batch_rows,
                     linger=cfg.linger_ms / 1000,
+                    busy_linger=cfg.busy_linger_ms / 1000,
                     connect_timeout=cfg.connect_timeout_ms / 1000,
                     unreachable_is_fatal=starting,
                     network=self.network,

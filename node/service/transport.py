@@ -100,6 +100,10 @@ class FeedbackChannel:
 
 
 CLOSE_WAIT_S = 1.0
+# A frame of this many rows or more marks its sender busy: the next frame
+# leaves ``busy_linger`` after it. At 2 ms an edge gets busy at about
+# 128,000 rows/s; at 10 ms it stays so down to about 26,000.
+BUSY_FRAME_ROWS = 256
 
 
 async def _end(
@@ -271,6 +275,7 @@ class EdgeSender:
         count_bytes: Callable[[int, int], None] | None = None,
         batch_rows: int = 1024,
         linger: float = 0.0,
+        busy_linger: float | None = None,
         connect_timeout: float = 10.0,
         unreachable_is_fatal: bool = True,
         network: Network | None = None,
@@ -297,6 +302,9 @@ class EdgeSender:
         self.count_bytes = count_bytes
         self.batch_rows = batch_rows
         self.linger = linger
+        # While frames are full the sender lingers longer (BUSY_FRAME_ROWS).
+        self.busy_linger = linger if busy_linger is None else busy_linger
+        self.last_frame_rows = 0
         self.connect_timeout = connect_timeout
         self.unreachable_is_fatal = unreachable_is_fatal
         self.wake = asyncio.Event()
@@ -522,14 +530,15 @@ class EdgeSender:
             limit = self.limit()
             available = limit - self.sent
             small = 0 < available < self.batch_rows
-            if small and self.linger > 0 and not log_.end_of_stream and not lingered:
-                # A partial batch leaves at least ``linger`` after the
-                # previous frame (a frame costs hundreds of microseconds of
-                # gRPC at each end, whatever it holds); a row after a quiet
-                # spell goes at once. Then check again from the top: a
-                # Level-1 cut may have freed rows meanwhile (reading them
-                # now would label the log's first rows with older seqs).
-                wait = self.last_frame_at + self.linger - clock.monotonic()
+            gap = self.busy_linger if self.last_frame_rows >= BUSY_FRAME_ROWS else self.linger
+            if small and gap > 0 and not log_.end_of_stream and not lingered:
+                # A partial batch leaves at least ``gap`` after the previous
+                # frame (a frame costs hundreds of microseconds of gRPC at
+                # each end, whatever it holds); a row after a quiet spell
+                # goes at once. Then check again from the top: a Level-1
+                # cut may have freed rows meanwhile (reading them now would
+                # label the log's first rows with older seqs).
+                wait = self.last_frame_at + gap - clock.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
                     lingered = True
@@ -624,5 +633,6 @@ class EdgeSender:
         self._count(frame.ByteSize(), len(rows))
         self.rows_sent += len(rows)
         self.frames_sent += 1
-        if self.linger:
+        self.last_frame_rows = len(rows)
+        if self.linger or self.busy_linger:
             self.last_frame_at = clock.monotonic()

@@ -7,6 +7,7 @@ order, same values.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +74,29 @@ def test_windowed_aggregate_chain_delivers_exactly_the_reference(tmp_path: Path)
                 expected.append({"seq": len(expected) + 1, "ts": row["ts"], "total": total})
             last = total
     assert sink == expected
+
+
+def test_a_chain_outruns_its_ack_interval(tmp_path: Path) -> None:
+    """A producer frees its log only as far as the Level-1 cut, which the
+    acks move. With acks every minute and logs of 4,000 rows, a chain at
+    20,000 tuples/s keeps its schedule only because a consumer acknowledges
+    at once every eighth of a log it takes in (roles/acks.py unacked_rows)."""
+    queries = [
+        "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
+        "REGISTER QUERY s2 AS SELECT id, val FROM s1 WHERE val >= 0",
+    ]
+    cfg = chain_config(queries, rate=20_000, ack_interval_ms=60_000, queue_rows=4_000)
+    cfg["sources"][0]["log"] = True
+    config = write_config(tmp_path / "chain.yaml", cfg)
+    run_dir = tmp_path / "run"
+    result = semiactive("cluster", "up", str(config), "--duration", "3", "--run-dir", str(run_dir), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert_no_processes(str(run_dir))
+    end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
+    assert end["lag_ms"] < 250, end
+    source = read_jsonl(run_dir / "sources" / "node-0.jsonl")
+    sink = read_jsonl(run_dir / "sink" / "sink.jsonl")
+    assert len(source) >= 55_000
+    assert sink == [
+        {"seq": i, "ts": r["ts"], "id": r["id"], "val": r["val"]} for i, r in enumerate(source, start=1)
+    ]

@@ -441,7 +441,7 @@ def test_a_stage_input_that_can_be_null_is_guarded(tmp_path: Path) -> None:
 
 def test_defaults(tmp_path: Path) -> None:
     cfg = config.load(_write(tmp_path, BASE)).model
-    assert (cfg.heartbeat_ms, cfg.timeout_ms, cfg.batch_rows, cfg.queue_rows) == (250, 500, 1024, 50_000)
+    assert (cfg.heartbeat_ms, cfg.timeout_ms, cfg.batch_rows, cfg.queue_rows) == (250, 500, 8192, 50_000)
     src = cfg.sources[0]
     assert (src.kind, src.tuple_bytes, src.seed, src.log, src.speed) == ("synthetic", 44, 1, True, 1.0)
     assert src.schema_ == {"id": "integer", "val": "integer"}

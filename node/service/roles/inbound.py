@@ -91,7 +91,11 @@ class InboundEdgeSession:
         receiver: Receiver,
         metrics: NodeMetrics,
         on_rewind: Callable[[set[str]], None],
+        on_unacked: Callable[[], None] | None = None,
+        ack_rows: int = 0,
     ) -> None:
+        """``on_unacked``: called when ``ack_rows`` rows or more came in
+        since the last Level-0 (the role acknowledges at once)."""
         self.edge = edge
         self.views = views
         self.receiver = receiver
@@ -102,6 +106,9 @@ class InboundEdgeSession:
         # A-SAS's S_time at this node: time to take rows in off the edge.
         self.received_rows = 0
         self.receive_s = 0.0
+        self.on_unacked = on_unacked
+        self.ack_rows = ack_rows
+        self.level0 = 0  # the last Level-0 sent
 
     @property
     def next_seq(self) -> int:
@@ -209,6 +216,9 @@ class InboundEdgeSession:
             if new:
                 self.received_rows += new
                 self.receive_s += time.perf_counter() - started
+                through = batch.first_seq + batch.count - 1
+                if self.on_unacked is not None and through - self.level0 >= self.ack_rows:
+                    self.on_unacked()
             if batch.count > new:
                 self.metrics.duplicates.labels(self.edge.id).inc(batch.count - new)
         elif body == "state":
@@ -293,6 +303,7 @@ class InboundEdgeSession:
         the operator state ``point`` refers to, sent ahead of it once per
         stream."""
         level1 = None if point is None else pb.Level1(point=point, epoch=epoch)
+        self.level0 = seq
         for stream in self.streams:
             if stream.hello.channel != pb.DATA:
                 continue
