@@ -550,7 +550,8 @@ class ClusterConfig(_Model):
     # The same while a sender is busy (its last frame held 256 rows or more,
     # BUSY_FRAME_ROWS): fewer, larger frames where rows are plenty, with no
     # wait added where they are few. The paper chain sustains 300,000
-    # tuples/s at 10 ms, 200,000 at 2 (docs/configuration.md).
+    # tuples/s with 10, 200,000 with 2 ms frames throughout
+    # (docs/configuration.md).
     busy_linger_ms: Annotated[float, Field(ge=0)] = 10.0
     # A row waits at most this long for its backup batch (B rows) to fill;
     # 0: until it fills, as the paper's Algorithm 1. On a sparse edge of a
