@@ -38,7 +38,9 @@ async def sink_server(edge: Edge) -> AsyncIterator[tuple[SinkRole, int]]:
         await server.stop(0)
 
 
-def sender_to(edge: Edge, port: int, log: OutputLog, linger: float = 0.0) -> EdgeSender:
+def sender_to(
+    edge: Edge, port: int, log: OutputLog, linger: float = 0.0, busy_linger: float | None = None
+) -> EdgeSender:
     """An upstream replica's sender of ``log`` on ``edge`` to the sink at ``port``."""
     return EdgeSender(
         sender="up-1",
@@ -51,4 +53,5 @@ def sender_to(edge: Edge, port: int, log: OutputLog, linger: float = 0.0) -> Edg
         epoch=lambda: 0,
         on_feedback=lambda s, f: None,
         linger=linger,
+        busy_linger=busy_linger,
     )

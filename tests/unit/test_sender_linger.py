@@ -1,7 +1,8 @@
 """``linger_ms`` over real gRPC (node/service/transport.py): a partial batch
 leaves at least ``linger`` after the sender's previous frame, so rows that
 come close together share a frame, and a row after a quiet spell is not
-held back."""
+held back. After a frame of ``BUSY_FRAME_ROWS`` rows or more the gap is
+``busy_linger``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from semiactive.ha.output_log import OutputLog
 from semiactive.node.cql import plan
 from semiactive.node.service.roles.sink import SinkRole
+from semiactive.node.service.transport import BUSY_FRAME_ROWS
 from semiactive.topology import Edge
 from tests.grpc_sink import sender_to, sink_server
 
@@ -67,3 +69,38 @@ async def test_rows_close_together_share_a_frame_a_lone_row_goes_at_once(
         assert last - first >= linger_s * 0.9
     else:
         assert sender.frames_sent == 6, "without linger, a frame per row"
+
+
+async def test_after_a_full_frame_the_sender_lingers_longer(sink: tuple[SinkRole, int]) -> None:
+    """No linger for a lone row, ``busy_linger`` after a frame of
+    ``BUSY_FRAME_ROWS`` rows; once a small frame went, no linger again."""
+    role, port = sink
+    log = OutputLog()
+    log.add_edge(EDGE.id)
+    sender = sender_to(EDGE, port, log, linger=0.0, busy_linger=LINGER_S)
+    task = asyncio.create_task(sender.run())
+    ts = 0
+
+    async def append(count: int) -> float:
+        nonlocal ts
+        log.append([(ts + i, ts + i, 1, i) for i in range(1, count + 1)], ts + count)
+        ts += count
+        sender.wake.set()
+        return await _delivered(role, ts)
+
+    try:
+        await asyncio.wait_for(sender.connected.wait(), timeout=30)
+        started = time.monotonic()
+        await append(BUSY_FRAME_ROWS)  # goes at once, and makes the sender busy
+        busy_at = time.monotonic()
+        after_busy = await append(1)
+        quiet_at = time.monotonic()
+        after_quiet = await append(1)
+    finally:
+        sender.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert busy_at - started < LINGER_S / 2
+    assert after_busy - busy_at >= LINGER_S * 0.9, "a row after a full frame waits busy_linger"
+    assert after_quiet - quiet_at < LINGER_S / 2, "a row after a small frame goes at once"
+    assert sender.frames_sent == 3
