@@ -129,6 +129,11 @@ class RateSchedule:
 # there (at most 0.6 s on the 2-core VM). The first block's seed is the source's, as before
 # blocks existed, so that a short run's values stay those of earlier runs.
 BLOCK = 65_536
+# Fewer tuples than this are drawn by ``randrange`` and encoded: numpy's
+# draws cost about 60 us a call whatever the count (the generator's state
+# is read and set back), ``randrange`` and the codec 16 us for one tuple;
+# a source at 1,000 tuples/s takes one every millisecond.
+SMALL_TAKE = 32
 
 
 class SyntheticSource:
@@ -181,6 +186,8 @@ class SyntheticSource:
         column draws something other than integers (floats, text)."""
         if not self._draws_integers():
             return None
+        if count < SMALL_TAKE:
+            return layout.of(self.take(count))
         first = self.index
         records = np.empty(count, dtype=layout.dtype)
         end = self.index + count

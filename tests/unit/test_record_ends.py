@@ -16,10 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semiactive.node.connectors.jsonl import LineWriter
-from semiactive.node.connectors.sources import BLOCK, Phase, RateSchedule, SyntheticSource, randrange_block
+from semiactive.node.connectors.sources import (
+    BLOCK,
+    SMALL_TAKE,
+    Phase,
+    RateSchedule,
+    SyntheticSource,
+    randrange_block,
+)
 from semiactive.node.cql import plan
 from semiactive.node.sections.codec import RowCodec
-from semiactive.node.sections.record_rows import RecordLayout
+from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 
 CHAIN = plan.Schema(
     (
@@ -53,6 +60,19 @@ def test_a_source_of_integers_takes_records_of_the_tuples_it_takes(sizes: list[i
         assert block is not None
         assert block.rows() == rows.take(n)
     assert records.index == rows.index
+
+
+def test_small_takes_are_drawn_as_rows_and_keep_the_generator_in_step() -> None:
+    """Takes below SMALL_TAKE go through ``randrange``; the tuples and the
+    generator are the same either way, across the threshold."""
+    layout = RecordLayout(RowCodec(CHAIN, plan.Kind.STREAM))
+    schedule = RateSchedule([Phase(0, 1000.0)])
+    rows, records = SyntheticSource(CHAIN, schedule, 3), SyntheticSource(CHAIN, schedule, 3)
+    for n in (1, SMALL_TAKE - 1, SMALL_TAKE, 2, SMALL_TAKE + 1, 5):
+        block = records.take_records(n, layout)
+        assert isinstance(block, RecordRows)
+        assert block.first_seq == rows.index + 1
+        assert block.rows() == rows.take(n)
 
 
 def test_a_source_drawing_floats_or_text_keeps_rows() -> None:
