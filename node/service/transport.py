@@ -634,5 +634,4 @@ class EdgeSender:
         self.rows_sent += len(rows)
         self.frames_sent += 1
         self.last_frame_rows = len(rows)
-        if self.linger or self.busy_linger:
-            self.last_frame_at = clock.monotonic()
+        self.last_frame_at = clock.monotonic()

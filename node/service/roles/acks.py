@@ -45,7 +45,7 @@ def unacked_rows(config: ClusterConfig) -> int:
     ``ack_interval_ms`` alone, a chain could never move more than
     ``queue_rows`` per interval and the acks' round trip (50,000 rows per
     250 ms and more: the paper chain stalled at 175,000 tuples/s with its
-    processes half idle). Acking every eighth of a log keeps each log at
+    processes a quarter idle). Acking every eighth of a log keeps each log at
     most a few eighths full at any rate.
     """
     return max(1, config.queue_rows // 8)
