@@ -6,7 +6,7 @@ edge has its own cursors ``cut <= backed_up + 1`` and ``backed_up <= head``:
 - seqs before ``cut`` are acknowledged (Level-1, or Level-0 when the edge is
   not protected) and may be freed;
 - ``(backed_up, head]`` is the paper's output queue: not yet shipped to the
-  consumer's secondary. :meth:`take_backup` ships it when it holds B rows;
+  consumer's secondary. :meth:`take_backup` ships it in whole batches of B rows;
   a cut that passes ``backed_up`` drops those rows unsent (SAS's saving);
 - ``[cut, backed_up]`` is retained in memory only, so that a new primary or a
   fresh secondary can be fed from here (replay from ``cut``).
@@ -259,17 +259,24 @@ class OutputLog:
 
     def take_backup(self, edge: str, force: bool = False) -> tuple[int, Sequence[Element]]:
         """The rows to ship to the edge's secondary now, with the first seq:
-        all unsent rows once there are ``batch_size`` of them (or ``force``,
-        Algorithm 1 lines 18-19), else nothing."""
+        the unsent rows that fill whole batches of ``batch_size`` (all of
+        them with ``force``, Algorithm 1 lines 18-19), else nothing.
+
+        Rows arrive in blocks, so one call may fill several batches; they go
+        in one message but count as the batches they are, and the rest
+        waits for its batch to fill, as in the paper where rows arrive one
+        by one. Shipping the whole block as one batch would make B_send
+        (eq. 2) count a 5-row block at B = 1 as one row's bandwidth."""
         cursors = self.edges[edge]
         unsent = self.head - cursors.backed_up
-        if unsent <= 0 or (unsent < cursors.batch_size and not force):
+        count = unsent if force else unsent - unsent % cursors.batch_size
+        if count <= 0:
             return cursors.backed_up + 1, []
         first = cursors.backed_up + 1
-        rows = self.get(first, self.head)
-        cursors.backed_up = self.head
-        cursors.shipped += len(rows)
-        cursors.batches += 1
+        rows = self.get(first, first + count - 1)
+        cursors.backed_up += count
+        cursors.shipped += count
+        cursors.batches += -(-count // cursors.batch_size)  # a forced partial batch counts as one
         return first, rows
 
     def unsent(self, edge: str) -> int:

@@ -61,10 +61,10 @@ def test_a_cut_waiting_for_the_backup_stream_moves_once_it_is_written() -> None:
     log = OutputLog(capacity=100)
     log.add_edge("e", batch_size=10)
     log.append(_rows(25), 25)
-    assert log.take_backup("e")[0] == 1  # 1..25 shipped
+    assert len(log.take_backup("e")[1]) == 20  # two batches shipped, 21..25 wait for the third
     log.append(_rows(30)[25:], 30)
-    log.acknowledge("e", 30, _point("e", 31, StateSnapshot(30, b"s")), backup_sent=25)
-    assert log.edges["e"].cut == 26  # 26..30 forced onto the backup stream, not yet written
+    log.acknowledge("e", 30, _point("e", 31, StateSnapshot(30, b"s")), backup_sent=20)
+    assert log.edges["e"].cut == 21  # 21..30 forced onto the backup stream, not yet written
     assert log.backup_written("e", 28) and log.edges["e"].cut == 29  # as far as written
     assert log.backup_written("e", 30)
     assert log.edges["e"].cut == 31 and log.retained == 0

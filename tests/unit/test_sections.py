@@ -169,12 +169,26 @@ def test_backup_batches_of_b_rows() -> None:
     assert log.take_backup("e") == (1, [])  # 2 < B unsent rows: wait
     log.append(_rows(3, 2), 40)
     first, rows = log.take_backup("e")
-    assert (first, [r[1] for r in rows]) == (1, [1, 2, 3, 4])  # all unsent rows once there are B
-    assert (cursors.backed_up, cursors.shipped, log.unsent("e")) == (4, 4, 0)
+    assert (first, [r[1] for r in rows]) == (1, [1, 2, 3])  # one whole batch; 4 waits for its own
+    assert (cursors.backed_up, cursors.shipped, cursors.batches, log.unsent("e")) == (3, 3, 1, 1)
     log.append(_rows(5, 1), 50)
-    assert log.take_backup("e") == (5, [])
+    assert log.take_backup("e") == (4, [])
     first, rows = log.take_backup("e", force=True)
-    assert (first, [r[1] for r in rows]) == (5, [5])
+    assert (first, [r[1] for r in rows]) == (4, [4, 5])
+    assert cursors.batches == 2
+
+
+def test_a_block_fills_as_many_batches_as_it_holds() -> None:
+    """Eq. 2 prices B_send x B rows: a block of 7 rows at B = 1 is 7
+    batches, at B = 3 two batches (6 rows) with one row left to wait."""
+    log = OutputLog()
+    one = log.add_edge("one", batch_size=1)
+    three = log.add_edge("three", batch_size=3)
+    log.append(_rows(1, 7), 70)
+    assert [r[1] for r in log.take_backup("one")[1]] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r[1] for r in log.take_backup("three")[1]] == [1, 2, 3, 4, 5, 6]
+    assert (one.batches, one.shipped, three.batches, three.shipped) == (7, 7, 2, 6)
+    assert log.unsent("three") == 1
 
 
 def test_backup_batch_of_one_ships_every_row() -> None:
@@ -200,15 +214,15 @@ def test_cut_passing_backed_up_drops_unsent_rows() -> None:
     log = OutputLog()
     cursors = log.add_edge("e", batch_size=4)
     log.append(_rows(1, 5))
-    assert [r[1] for r in log.take_backup("e")[1]] == [1, 2, 3, 4, 5]
-    log.append(_rows(6, 3))  # 6, 7, 8 unsent
-    # The consumer needs nothing before 8: 6 and 7 are never shipped.
+    assert [r[1] for r in log.take_backup("e")[1]] == [1, 2, 3, 4]
+    log.append(_rows(6, 3))  # 5, 6, 7, 8 unsent
+    # The consumer needs nothing before 8: 5, 6 and 7 are never shipped.
     log.release("e", 8)
-    assert (cursors.cut, cursors.backed_up, cursors.dropped_unsent) == (8, 7, 2)
+    assert (cursors.cut, cursors.backed_up, cursors.dropped_unsent) == (8, 7, 3)
     assert log.take_backup("e", force=True) == (8, [_rows(8, 1)[0]])
     # A cut at or behind the current one changes nothing.
     log.release("e", 3)
-    assert cursors.cut == 8 and cursors.dropped_unsent == 2
+    assert cursors.cut == 8 and cursors.dropped_unsent == 3
     # A cut beyond the head stops after the head.
     log.release("e", 100)
     assert cursors.cut == 9
@@ -221,11 +235,11 @@ def test_a_point_with_a_state_ships_unsent_rows_instead_of_dropping_them() -> No
     log = OutputLog()
     cursors = log.add_edge("e", batch_size=4)
     log.append(_rows(1, 5))
-    log.take_backup("e")
-    log.append(_rows(6, 3))  # 6, 7, 8 unsent
+    log.take_backup("e")  # 1..4; 5 waits for its batch
+    log.append(_rows(6, 3))  # 5, 6, 7, 8 unsent
     point = ResyncPoint(20, 3, 8, {"e": 8}, state=StateSnapshot(7, b"{}"))
     log.acknowledge("e", 5, point)
-    assert (cursors.cut, cursors.backed_up, cursors.dropped_unsent, cursors.point) == (6, 8, 0, point)
+    assert (cursors.cut, cursors.backed_up, cursors.dropped_unsent, cursors.point) == (5, 8, 0, point)
     log.acknowledge("e", 8, point)
     assert (cursors.cut, cursors.dropped_unsent) == (8, 0)
     # Without a state, SAS's saving as before.
@@ -267,15 +281,15 @@ def test_the_cursors_count_what_a_sas_tuner_measures() -> None:
     log = OutputLog()
     cursors = log.add_edge("e", batch_size=2)
     log.append(_rows(1, 5))
-    log.take_backup("e")
+    log.take_backup("e")  # two batches; 5 waits
     log.append(_rows(6, 1))
-    log.take_backup("e")  # 1 unsent < B: no batch
+    log.take_backup("e")  # 5, 6: the third
     log.release("e", 5)  # rows 1..6 waited for this cut
     log.append(_rows(7, 3))
-    log.take_backup("e")
+    log.take_backup("e")  # 7, 8; 9 waits
     log.release("e", 9)  # rows 5..9 waited
     log.release("e", 9)  # no advance: not counted
-    assert (cursors.batches, cursors.shipped, cursors.cuts, cursors.uncut_rows) == (2, 9, 2, 11)
+    assert (cursors.batches, cursors.shipped, cursors.cuts, cursors.uncut_rows) == (4, 8, 2, 11)
 
 
 def test_release_frees_below_the_smallest_cut_of_all_edges() -> None:
