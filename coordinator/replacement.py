@@ -13,7 +13,8 @@ its secondary's, or the site of any free spare), solves it exactly, and when the
 below ``(1 - min_gain)`` x the current u it migrates the one stage whose
 move gains most. The seed moves whenever the new plan is cheaper; the
 margin and one migration at a time (the next decision waits for it and
-for fresh rates) keep measurement noise from making stages flap.
+then for a whole rate window measured after it, plus a report) keep
+measurement noise from making stages flap.
 Pure: the coordinator feeds it reports and time.
 """
 
@@ -118,11 +119,20 @@ class Replacer:
         self.every_s = cfg.replace_every_s
         self.min_gain = cfg.min_gain
         self.last = coordinator.started
+        # No decision before this: rates over a window that held a
+        # migration count its traffic (the new primary catching up from its
+        # producers' logs, backups to a new secondary), and a stage moved on
+        # them flapped between cities in person tracking.
+        self.quiet_until = coordinator.started
+        self.settle_s = monitor.window_s + coordinator.topology.config.heartbeat_ms / 1000
         self.decisions = 0
         load_solver()
 
     def step(self, now: float) -> None:
-        if not self.every_s or now - self.last < self.every_s or self.coordinator.migrations.active:
+        if self.coordinator.migrations.active:
+            self.quiet_until = now + self.settle_s
+            return
+        if not self.every_s or now - self.last < self.every_s or now < self.quiet_until:
             return
         self.last = now
         decision = self.decide(now)

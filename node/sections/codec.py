@@ -4,7 +4,11 @@ A batch carries ``count`` rows with consecutive ``seq`` starting at
 ``first_seq``, so seq is not repeated per row. A row is ``ts`` (int64), then
 ``sign`` (int8, relations only), then the attributes: integer int64, float
 float64, byte 1 byte, char(n) n bytes UTF-8, NUL-padded. NULL, which only
-``/`` and ``%`` by zero can produce, travels as INT64_MIN or NaN.
+``/`` and ``%`` by zero and CASE without ELSE can produce, travels as
+INT64_MIN or NaN. A column the plan says cannot be NULL is checked on
+decoding: an integer NULL there refuses the batch (:class:`CodecError`; a
+peer's bytes, and the stage's generated code does not guard such a column),
+and a NaN stays a NaN (a float the sender computed, e.g. inf - inf).
 
 An integer a query computed beyond int64, or equal to INT64_MIN (which
 would arrive as NULL), cannot travel: :meth:`RowCodec.encode` raises
@@ -83,11 +87,15 @@ class RowCodec:
             name = column.type.name
             if name is plan.TypeName.INTEGER:
                 fmt += "q"
-                dec.append(f"(None if {var} == {INT_NULL} else {var})")
+                if column.nullable:
+                    dec.append(f"(None if {var} == {INT_NULL} else {var})")
+                else:
+                    dec.append(f"({var} if {var} != {INT_NULL} else _not_null({i}))")
                 enc.append(f"({INT_NULL} if {var} is None else {var} if {var} != {INT_NULL} else {_BEYOND})")
             elif name is plan.TypeName.FLOAT:
                 fmt += "d"
-                dec.append(f"_nf({var})")
+                # A column that cannot be NULL keeps a computed NaN (inf - inf) a NaN.
+                dec.append(f"_nf({var})" if column.nullable else var)
                 enc.append(f"(_nan if {var} is None else {var})")
             elif name is plan.TypeName.BYTE:
                 fmt += "c"
@@ -105,7 +113,12 @@ class RowCodec:
         names = ", ".join(["ts"] + (["sg"] if relation else []) + [f"v{i}" for i in range(len(schema))])
         sign = "sg" if relation else "1"
         values = "".join(f", {d}" for d in dec)
-        namespace: dict[str, Any] = {"_nf": _null_float, "_nan": math.nan, "_S": self.struct}
+        namespace: dict[str, Any] = {
+            "_nf": _null_float,
+            "_nan": math.nan,
+            "_S": self.struct,
+            "_not_null": self._refuse_null,
+        }
         self._decode: Callable[[bytes, int], list[Element]] = eval(  # noqa: S307
             f"lambda blob, s0: [(ts, s0 + i, {sign}{values}) for i, ({names},) "
             f"in enumerate(_S.iter_unpack(blob))]",
@@ -130,6 +143,9 @@ class RowCodec:
             return self._decode(blob, first_seq)
         except (struct.error, UnicodeDecodeError) as exc:  # pragma: no cover - sizes checked
             raise CodecError(str(exc)) from exc
+
+    def _refuse_null(self, index: int) -> None:
+        raise CodecError(f"column {self.schema.columns[index].name} cannot be NULL, and a row holds NULL")
 
     def encode(self, elements: Sequence[Element]) -> bytes:
         if isinstance(elements, WireRows):

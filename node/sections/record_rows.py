@@ -22,7 +22,7 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
-from semiactive.node.sections.codec import CodecError, RowCodec, WireRows
+from semiactive.node.sections.codec import INT_NULL, CodecError, RowCodec, WireRows
 from semiactive.node.sections.column_codec import ColumnCodec
 
 
@@ -42,6 +42,12 @@ class RecordLayout:
         self.dtype = self.columns.dtype
         self.fingerprint = codec.fingerprint()
         assert self.dtype.itemsize == codec.row_size
+        # Integer columns that cannot hold NULL, checked as RowCodec.decode checks them.
+        self.not_null = [
+            (f"v{i}", c.name)
+            for i, c in enumerate(codec.schema.columns)
+            if c.type.name is plan.TypeName.INTEGER and not c.nullable
+        ]
 
     def view(self, blob: bytes, first_seq: int, count: int) -> RecordRows:
         """``count`` rows of ``blob`` (no copy), numbered from ``first_seq``."""
@@ -49,7 +55,11 @@ class RecordLayout:
             raise CodecError(
                 f"batch of {len(blob)} bytes does not hold {count} rows of {self.dtype.itemsize} bytes"
             )
-        return RecordRows(np.frombuffer(blob, dtype=self.dtype, count=count), first_seq, self)
+        records = np.frombuffer(blob, dtype=self.dtype, count=count)
+        for field, name in self.not_null:
+            if count and int(records[field].min()) == INT_NULL:
+                raise CodecError(f"column {name} cannot be NULL, and a row holds NULL")
+        return RecordRows(records, first_seq, self)
 
     def of(self, rows: Sequence[Element]) -> RecordRows:
         """Elements as records (numbered from the first one's seq)."""

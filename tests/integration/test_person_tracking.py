@@ -51,10 +51,13 @@ def test_the_query_follows_alice_and_loses_nothing(tmp_path: Path) -> None:
     where = [(r["t"] - t0, sites.get(r["primaries"].get("follow-alice"))) for r in samples]
     assert [site for t, site in where if t < SEGMENT_MS / 1000][-1] == "New York", where
     assert [site for t, site in where if t < 2 * SEGMENT_MS / 1000][-1] == "Atlanta", where
-    # The move to Atlanta made u several times smaller than just before it.
+    # The move to Atlanta made u several times smaller than just before it,
+    # once u's window no longer holds the move itself (the new primary's
+    # catch-up: 53 KB against 34 after, 1.0-1.5 s after the move, was seen).
     moved = next(t for t, site in where if site == "Atlanta")
+    settled = moved + config["network"]["rate_window_s"] + 2 * config["heartbeat_ms"] / 1000
     before = [r["usage_bytes"] for r in samples if moved - 2 < r["t"] - t0 < moved - 0.5]
-    after = [r["usage_bytes"] for r in samples if moved + 1 < r["t"] - t0 < 2 * SEGMENT_MS / 1000]
+    after = [r["usage_bytes"] for r in samples if settled < r["t"] - t0 < 2 * SEGMENT_MS / 1000]
     assert before and after and max(after) < min(before), (before, after)
     events = cluster_events(run_dir)
     assert not [e for e in events if e["event"] == "rows_lost"]

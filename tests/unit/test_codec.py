@@ -9,6 +9,7 @@ import pytest
 
 from semiactive.node.cql import compile_program, plan
 from semiactive.node.sections.codec import INT_NULL, CodecError, RowCodec
+from semiactive.node.sections.record_rows import RecordLayout
 
 
 def _schema(*columns: tuple[str, plan.SqlType]) -> plan.Schema:
@@ -62,12 +63,29 @@ def test_relation_rows_carry_their_sign() -> None:
 
 
 def test_null_travels_as_int64_min_and_nan() -> None:
-    schema = _schema(("q", plan.INTEGER), ("x", plan.FLOAT))
+    schema = plan.Schema(
+        (plan.Column("q", plan.INTEGER, nullable=True), plan.Column("x", plan.FLOAT, nullable=True))
+    )
     codec = RowCodec(schema, plan.Kind.STREAM)
     blob = codec.encode([(3, 1, 1, None, None)])
     ts, q, x = struct.unpack("<qqd", blob)
     assert (ts, q) == (3, INT_NULL) and math.isnan(x)
     assert codec.decode(blob, 1, 1) == [(3, 1, 1, None, None)]
+
+
+def test_a_null_where_the_plan_allows_none_refuses_the_batch() -> None:
+    """A peer's NULL in a column that cannot hold one (a source's) would
+    reach generated code that does not guard it: refused at decoding, on
+    rows and on records alike. A NaN there is a float the sender computed
+    (inf - inf) and stays a NaN."""
+    schema = _schema(("q", plan.INTEGER), ("x", plan.FLOAT))
+    codec = RowCodec(schema, plan.Kind.STREAM)
+    nulls = struct.pack("<qqd", 3, INT_NULL, 0.5)
+    for decode in (codec.decode, RecordLayout(codec).view):
+        with pytest.raises(CodecError, match="column q cannot be NULL"):
+            decode(struct.pack("<qqd", 2, 7, 0.5) + nulls, 1, 2)
+    (row,) = codec.decode(struct.pack("<qqd", 3, 7, math.nan), 1, 1)
+    assert row[3] == 7 and math.isnan(row[4])
 
 
 @pytest.mark.parametrize(("size", "count"), [(31 * 2 - 1, 2), (31 * 2 + 1, 2), (31 * 2, 3), (31, 0)])

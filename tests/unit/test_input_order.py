@@ -2,12 +2,14 @@
 engine (a batch must be sorted and after what it processed or queued), by
 an edge's input (new rows sorted and above the watermark the edge already
 received), and on the data plane, where the inbound session refuses the
-frame, counts it, and closes only that stream with INVALID_ARGUMENT."""
+frame, counts it, and closes only that stream with INVALID_ARGUMENT; the
+same for a frame with a NULL in a column that cannot hold one."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import AsyncIterator
 
 import grpc
@@ -17,7 +19,7 @@ from semiactive.node.cql import compile_program, plan
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine, InputOrderError, LateInputError, UnsortedInputError
 from semiactive.node.engine.heartbeat import HeartbeatEngine
-from semiactive.node.sections.codec import RowCodec
+from semiactive.node.sections.codec import INT_NULL, RowCodec
 from semiactive.node.sections.input import NEVER, EdgeInput, RowOrderError
 from semiactive.node.service.metrics import NodeMetrics
 from semiactive.node.service.roles.sink import SinkRole
@@ -165,6 +167,35 @@ async def test_a_decreasing_frame_closes_its_stream_and_the_node_serves_on(
     await good.done_writing()
     assert await read(good) is grpc.aio.EOF
     assert await good.code() is grpc.StatusCode.OK
+    assert sink.delivered == 2
+
+
+async def test_a_null_where_the_plan_allows_none_closes_its_stream_and_the_node_serves_on(
+    served: tuple[pb_grpc.DataPlaneStub, SinkRole, NodeMetrics],
+) -> None:
+    """``v`` of a source cannot be NULL, and a node's generated code does
+    not guard it: a peer's NULL there is refused with the frame, not met
+    later as a TypeError in a stage's generated comparison."""
+    stub, sink, metrics = served
+    bad = stub.Push()
+    await bad.write(hello("node-bad"))
+    await read(bad)
+    rows = struct.pack("<qq", 1, 10) + struct.pack("<qq", 2, INT_NULL)
+    await bad.write(pb.Frame(batch=pb.Batch(first_seq=1, count=2, rows=rows, watermark=2)))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await read(bad)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "column v cannot be NULL" in (caught.value.details() or "")
+    labels = {"edge": EDGE.id, "reason": "undecodable"}
+    assert metrics.registry.get_sample_value("semiactive_frames_refused_total", labels) == 1
+    assert sink.inputs.edges[0].next_seq == 1 and sink.delivered == 0
+
+    good = stub.Push()
+    await good.write(hello("node-good"))
+    await read(good)
+    await good.write(batch(1, [1, 2], 2))
+    await good.done_writing()
+    assert await read(good) is grpc.aio.EOF
     assert sink.delivered == 2
 
 

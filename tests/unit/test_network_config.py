@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,6 +156,29 @@ def test_no_move_below_the_margin(tmp_path: Path) -> None:
     decision = replacer.decide(reports.now)
     assert decision is not None and decision.stage is None  # 10 x 40 vs 9 x 40: gain 10% < 20%
     assert not reports.coordinator.migrations.active
+
+
+def test_after_a_migration_the_next_decision_waits_for_rates_measured_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window that holds a migration counts the new primary's catch-up:
+    person tracking's stage, moved on such rates, went New York -> Atlanta
+    -> New York in its first 4 s. The next decision waits for a whole
+    ``rate_window_s`` (2 s) after the migration, plus a heartbeat (0.25 s)."""
+    reports = Reports(tmp_path, PROTECTED)
+    replacer = reports.coordinator.replacer
+    assert replacer is not None
+    decided: list[float] = []
+    monkeypatch.setattr(replacer, "decide", decided.append)
+    active: dict[str, Any] = reports.coordinator.migrations.active  # type: ignore[assignment]
+    active["stage-1"] = "under way"
+    replacer.step(10.0)
+    del active["stage-1"]
+    replacer.step(11.0)
+    replacer.step(12.2)
+    assert decided == []
+    replacer.step(12.3)
+    assert decided == [12.3]
 
 
 def test_reprotection_prefers_the_spare_near_the_stages_inputs(tmp_path: Path) -> None:

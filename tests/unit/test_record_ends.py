@@ -84,8 +84,12 @@ def test_a_source_drawing_floats_or_text_keeps_rows() -> None:
 
 # -- JSON Lines of a block ----------------------------------------------------------------------
 
-MIXED = plan.Schema(
-    (plan.Column("n", plan.INTEGER), plan.Column("x", plan.FLOAT), plan.Column("t", plan.char(4)))
+MIXED = plan.Schema(  # columns that can be NULL (a sink's input computed with / or %)
+    (
+        plan.Column("n", plan.INTEGER, nullable=True),
+        plan.Column("x", plan.FLOAT, nullable=True),
+        plan.Column("t", plan.char(4)),
+    )
 )
 LAYOUT = RecordLayout(RowCodec(MIXED, plan.Kind.STREAM))
 _ROW = struct.Struct("<qqd4s")

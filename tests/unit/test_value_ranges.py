@@ -20,7 +20,7 @@ from semiactive.node.sections.codec import INT_NULL, OutOfRangeError, RowCodec
 from semiactive.topology import Edge
 from tests.grpc_sink import sender_to, sink_server
 
-SCHEMA = plan.Schema((plan.Column("id", plan.INTEGER), plan.Column("v", plan.INTEGER)))
+SCHEMA = plan.Schema((plan.Column("id", plan.INTEGER), plan.Column("v", plan.INTEGER, nullable=True)))
 COLUMN = plan.Column("v", plan.INTEGER)
 
 
