@@ -66,11 +66,19 @@ class NetworkMonitor:
         for out in status.outputs:
             key = (out.edge, status.name)
             samples = self.samples.setdefault(key, deque())
+            if out.data_bytes and samples and not samples[-1][1]:
+                # An edge's first bytes: the time before them (nodes up,
+                # sources not yet started) is no rate. A decision 0.4 s into
+                # a run once priced the replacement chain at half its rates.
+                while len(samples) > 1:
+                    samples.popleft()
             samples.append((now, out.data_bytes))
             while len(samples) > 2 and now - samples[1][0] >= self.window_s:
                 samples.popleft()
             (t0, b0), (t1, b1) = samples[0], samples[-1]
-            if t1 - t0 >= min(0.5, self.window_s / 2) and b1 >= b0:
+            # A silent edge is measured at 0 only over a whole window.
+            enough = self.window_s if not b1 else min(0.5, self.window_s / 2)
+            if t1 - t0 >= enough and b1 >= b0:
                 self.rates[out.edge] = (b1 - b0) / (t1 - t0)
 
     def measured_every_edge(self) -> bool:

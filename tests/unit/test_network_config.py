@@ -158,6 +158,27 @@ def test_no_move_below_the_margin(tmp_path: Path) -> None:
     assert not reports.coordinator.migrations.active
 
 
+def test_an_edge_is_measured_from_its_first_bytes(tmp_path: Path) -> None:
+    """Nodes report before the sources start: zeros before an edge's
+    first bytes would halve its rate (a decision 0.4 s into a run priced
+    the replacement chain at 580 bytes for about 1,300), and a silent
+    edge is measured at 0 only over a whole window."""
+    reports = Reports(tmp_path, PROTECTED)
+    for _ in range(15):
+        reports.round({}, ROLES)  # 1.5 s of zeros: less than the 2-s window
+    monitor = reports.coordinator.monitor
+    assert monitor is not None and not monitor.rates
+    rates = {"node-0->stage-1": 10_000, "stage-1->sink": 2_000}
+    for _ in range(7):
+        reports.round(rates, ROLES)
+    assert monitor.rates["node-0->stage-1"] == pytest.approx(10_000, rel=0.2)
+    (tmp_path / "quiet").mkdir()
+    quiet = Reports(tmp_path / "quiet", PROTECTED)
+    for _ in range(21):
+        quiet.round({}, ROLES)
+    assert quiet.coordinator.monitor is not None and quiet.coordinator.monitor.rates["stage-1->sink"] == 0
+
+
 def test_after_a_migration_the_next_decision_waits_for_rates_measured_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
