@@ -317,8 +317,8 @@ class SourceRole:
             wait_ms = gen.next_ts() - self.elapsed_ms()
             self.lag_ms = max(0.0, -wait_ms)
             if wait_ms > 0:
+                asleep_ms = min(max(wait_ms, tick_ms), 50)
                 with contextlib.suppress(TimeoutError):
-                    asleep_ms = min(max(wait_ms, tick_ms), 50)
                     await asyncio.wait_for(self.stopping.wait(), timeout=asleep_ms / 1000)
 
     async def _broker(self) -> None:
