@@ -87,9 +87,9 @@ def runs(pid: int, node: str, started: int | None = None) -> bool:
     """Whether ``pid`` is alive and is that node: the process that
     ``started`` then (:func:`started_of`), or, where the run did not record
     it, one whose command line names it. A pid recycled by the kernel for
-    another program must not be signalled. (A node restarted in a warm
-    interpreter has the command line ``semiactive warm``: only its start
-    names it.)"""
+    another program must not be signalled. (A process forked by the
+    run's fork server has its command line, ``semiactive fork-server``:
+    only its start names it.)"""
     if node == LAUNCHER or started is not None:
         return is_launcher(pid, started) if node == LAUNCHER else alive_since(pid, started)
     args = command_line(pid)

@@ -32,13 +32,13 @@ def register(sub: Subcommands) -> None:
     node.add_argument("--log-level", default=os.environ.get("SEMIACTIVE_LOG", "INFO"))
     node.set_defaults(func=_node)
 
-    warm = sub.add_parser(
-        "warm",
-        help="wait, imported, to become the next node cluster up restarts (orders: one JSON line on stdin)",
+    forks = sub.add_parser(
+        "fork-server",
+        help="import once, then fork each process cluster up starts (orders: JSON lines on stdin)",
     )
-    warm.add_argument("--config", required=True, help="its sources' and sinks' clients are imported too")
-    warm.add_argument("--run-dir", type=Path, help="the run it waits for (shown by ps; not used)")
-    warm.set_defaults(func=_warm)
+    forks.add_argument("--config", required=True, help="its sources' and sinks' clients are imported too")
+    forks.add_argument("--run-dir", type=Path, help="the run it serves (shown by ps; not used)")
+    forks.set_defaults(func=_fork_server)
 
     coord = sub.add_parser("coordinator", help="run the coordinator (the control plane) of a cluster")
     coord.add_argument("--config", required=True)
@@ -76,22 +76,21 @@ def _node(args: argparse.Namespace) -> int:
     )
 
 
-def _warm(args: argparse.Namespace) -> int:
+def _fork_server(args: argparse.Namespace) -> int:
     import sys
 
     from semiactive.cli import main
-    from semiactive.node.service.warm_start import OrdersError, become, modules_for, preload, read_orders
+    from semiactive.launcher.fork_server import OrdersError, modules_for, preload, serve
 
     preload(modules_for(args.config))
     try:
-        orders = read_orders(sys.stdin.buffer)
+        orders = serve(sys.stdin.buffer, sys.stdout.buffer)
     except OrdersError as exc:
-        print(f"semiactive warm: bad orders: {exc}", file=sys.stderr)
+        print(f"semiactive fork-server: bad orders: {exc}", file=sys.stderr)
         return 2
     if orders is None:
         return 0  # the launcher is gone
-    become(orders)
-    return main(orders.argv)
+    return main(orders.argv)  # in the process forked for it
 
 
 def _coordinator(args: argparse.Namespace) -> int:

@@ -47,10 +47,10 @@ from semiactive.launcher import manifest
 from semiactive.launcher.check import check_source_files
 from semiactive.launcher.faults import Fault, parse_faults
 from semiactive.launcher.measurements import RunReport, analyse
+from semiactive.launcher.node_forker import ForkedProcess, NodeForker
 from semiactive.launcher.outcome import Stopped, consumer_counts, stopped_stages, surviving_positions
 from semiactive.launcher.ports import PortAllocator, port_in_use
 from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
-from semiactive.launcher.warm_process import WarmProcess
 from semiactive.oracle.verify import check_run
 from semiactive.runtime.events import EventLog
 from semiactive.runtime.network import GRPC_OPTIONS
@@ -104,7 +104,7 @@ class Process:
     metrics_port: int
     host: str = "127.0.0.1"
     http_port: int = 0  # the coordinator's web page
-    popen: subprocess.Popen[bytes] | None = None
+    popen: subprocess.Popen[bytes] | ForkedProcess | None = None
     expected_exit: bool = False  # the launcher caused (or asked for) its exit
     frozen_by_launcher: bool = False
     restarts: int = 0
@@ -166,8 +166,9 @@ class Cluster:
         self.network = network
         self.tls_dir: Path | None = None
         self.security = Security.insecure(ADMIN)
-        # Started with t0 (start()): the next node restarted skips its imports.
-        self.warm: WarmProcess | None = None
+        # Started with the processes (spawn()): each process it forks skips
+        # Python's start and its imports.
+        self.forker: NodeForker | None = None
 
     def check_files(self) -> None:
         """Read every file source's data once before anything starts
@@ -246,6 +247,9 @@ class Cluster:
             if p.role != COORDINATOR
         }
         (self.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2))
+        if self.network is None:
+            self.forker = NodeForker(str(self.config_path), self.run_dir, self.process_env())
+            self.forker.start()
         for p in self.processes.values():
             self.start_process(p)
         self.write_cluster_json()
@@ -259,10 +263,11 @@ class Cluster:
         return [p for p in self.processes.values() if p.role != COORDINATOR]
 
     def start_process(
-        self, p: Process, spare: bool = False, resume: bool = False, warm: bool = False
+        self, p: Process, spare: bool = False, resume: bool = False, during_run: bool = False
     ) -> bool:
-        """``warm``: hand a node to the waiting interpreter, if any (a
-        restart). Returns whether it was."""
+        """Fork ``p`` from the fork server where it can, else start it cold.
+        ``during_run``: a restart, which does not wait for the server's
+        imports. Returns whether it was forked."""
         log = self.run_dir / "logs" / f"{p.name}.log"
         prefix = self.network.command_prefix(p.name) if self.network is not None else []
         common = ["--config", str(self.config_path), "--endpoints", str(self.run_dir / "endpoints.json")]
@@ -281,10 +286,10 @@ class Cluster:
             args.append("--spare")
         if resume:
             args.append("--resume")
-        popen = None
-        if warm and self.warm is not None and p.role != COORDINATOR and not prefix:
-            popen = self.warm.take(args, log)
-        handed = popen is not None
+        popen: subprocess.Popen[bytes] | ForkedProcess | None = None
+        if self.forker is not None and not prefix:
+            popen = self.forker.spawn(args, log, wait_ready=not during_run)
+        forked = popen is not None
         if popen is None:
             with log.open("ab") as out:
                 # The process stops if this launcher dies (node/service/main.py): no orphans.
@@ -300,7 +305,7 @@ class Cluster:
         p.serving_role, p.serving_stage = "", None
         if p.name not in self.channels:
             self.channels[p.name] = self.security.channel(p.address, p.name, GRPC_OPTIONS)
-        return handed
+        return forked
 
     def process_env(self) -> dict[str, str]:
         env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
@@ -312,10 +317,10 @@ class Cluster:
         (the coordinator restarts as itself and rebuilds from the reports)."""
         p.expected_exit = False
         p.restarts += 1
-        warm = self.start_process(p, spare=p.role != COORDINATOR, warm=True)
+        forked = self.start_process(p, spare=p.role != COORDINATOR, during_run=True)
         self.write_cluster_json()
         role = "spare" if p.role != COORDINATOR else COORDINATOR
-        self.events.emit("restarted", target=p.name, role=role, warm=warm)
+        self.events.emit("restarted", target=p.name, role=role, forked=forked)
 
     def restartable(self, p: Process) -> bool:
         """A source that generates the same rows in every incarnation, or a
@@ -339,15 +344,15 @@ class Cluster:
                     await self.control(p.name).Stop(cpb.StopRequest(), timeout=2)
                 return
             except grpc.aio.AioRpcError:
-                await asyncio.sleep(0.02)  # a warm interpreter serves within about 0.1 s
+                await asyncio.sleep(0.02)  # a forked process serves within about 0.1 s
 
     def restart_in_role(self, p: Process) -> None:
         """Start ``p`` again as what it was configured as."""
         p.expected_exit = False
         p.restarts += 1
-        warm = self.start_process(p, resume=p.role in ("source", "sink"), warm=True)
+        forked = self.start_process(p, resume=p.role in ("source", "sink"), during_run=True)
         self.write_cluster_json()
-        self.events.emit("restarted", target=p.name, role=p.role, warm=warm)
+        self.events.emit("restarted", target=p.name, role=p.role, forked=forked)
 
     def restart_dead(self) -> None:
         """The process supervisor's part: restart every dead process that
@@ -358,8 +363,8 @@ class Cluster:
         itself; one that exits by itself (its database unreachable at
         start-up, a bad input file) is not."""
         now = time.monotonic()
-        if self.warm is not None:
-            self.warm.keep_ready()
+        if self.forker is not None:
+            self.forker.start()  # if it died: a restart meanwhile starts cold
         for p in self.processes.values():
             if p.alive or p.popen is None or p.abandoned:
                 continue
@@ -429,8 +434,8 @@ class Cluster:
                     "started_as": p.role,
                     "host": p.host,
                     "pid": p.popen.pid if p.popen else None,
-                    # With the pid, names the process (a warm interpreter's
-                    # command line does not name its node).
+                    # With the pid, names the process (a forked process's
+                    # command line is the fork server's: it names no node).
                     "started": start_ticks(p.popen.pid) if p.popen else None,
                     "restarts": p.restarts,
                     "ports": {
@@ -557,9 +562,6 @@ class Cluster:
         meanwhile is a fault of the run like any other."""
         self.t0 = time.time() + 0.2
         self.write_cluster_json()
-        if self.network is None:
-            self.warm = WarmProcess(str(self.config_path), self.run_dir, self.process_env())
-            self.warm.keep_ready()
 
         async def start(p: Process) -> None:
             for attempt in range(START_ATTEMPTS):
@@ -649,8 +651,8 @@ class Cluster:
             await channel.close(None)
 
     def kill_all(self) -> None:
-        if self.warm is not None:
-            self.warm.close()
+        if self.forker is not None:
+            self.forker.close()
         for p in self.processes.values():
             if p.popen is None:
                 continue

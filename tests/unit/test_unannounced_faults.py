@@ -201,7 +201,7 @@ def test_the_nemesis_signals_only_a_pid_that_runs_that_node(
 
 
 def test_a_node_recorded_with_its_start_is_known_by_it_not_by_its_command_line(tmp_path: Path) -> None:
-    """A node restarted in a warm interpreter runs ``semiactive warm ...``:
+    """A node forked by the run's fork server runs ``semiactive fork-server ...``:
     cluster.json's ``started`` names it; a pid started at another time (a
     recycled one) is not it."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
