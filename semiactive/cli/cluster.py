@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,18 +50,31 @@ def register(sub: Subcommands) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from semiactive.launcher.cluster import run_cluster
+    # The fork server imports the daemon (about 1 s here) while this
+    # process imports the launcher; a run directory that holds a run is
+    # refused below, before anything is forked.
+    from semiactive.launcher.node_forker import NodeForker
+    from semiactive.runtime.launcher_env import launched_env
 
-    return asyncio.run(
-        run_cluster(
-            args.config,
-            duration=args.duration,
-            run_dir=args.run_dir,
-            kills=args.kill,
-            stops=args.stop,
-            progress=not args.quiet,
+    run_dir: Path = args.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    forker = NodeForker(args.config, run_dir, launched_env())
+    forker.start()
+    try:
+        from semiactive.launcher.cluster import run_cluster
+
+        return asyncio.run(
+            run_cluster(
+                args.config,
+                duration=args.duration,
+                run_dir=run_dir,
+                kills=args.kill,
+                stops=args.stop,
+                progress=not args.quiet,
+                forker=forker,
+            )
         )
-    )
+    finally:
+        forker.close()
 
 
 def _check(args: argparse.Namespace) -> int:

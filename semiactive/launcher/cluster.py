@@ -53,8 +53,8 @@ from semiactive.launcher.ports import PortAllocator, port_in_use
 from semiactive.launcher.supervision import OBSERVE_INTERVAL_S, ProcessWatch, start_ticks
 from semiactive.oracle.verify import check_run
 from semiactive.runtime.events import EventLog
+from semiactive.runtime.launcher_env import launched_env
 from semiactive.runtime.network import GRPC_OPTIONS
-from semiactive.runtime.process import LAUNCHER_PID_ENV
 from semiactive.runtime.tls import ADMIN, Security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc
@@ -146,7 +146,17 @@ class Process:
 class Cluster:
     """The running processes of one config, and how to talk to them."""
 
-    def __init__(self, config_path: str, run_dir: Path, network: Network | None = None) -> None:
+    def __init__(
+        self,
+        config_path: str,
+        run_dir: Path,
+        network: Network | None = None,
+        forker: NodeForker | None = None,
+    ) -> None:
+        """``forker``: the run's fork server, started already (the command
+        line starts it before it imports the launcher); else one is started
+        with the processes (none with a ``network``: nodes in namespaces
+        start cold)."""
         self.config_path = config_path
         self.loaded = config_mod.load(config_path)
         self.topology = topology_mod.resolve(self.loaded)
@@ -168,7 +178,7 @@ class Cluster:
         self.security = Security.insecure(ADMIN)
         # Started with the processes (spawn()): each process it forks skips
         # Python's start and its imports.
-        self.forker: NodeForker | None = None
+        self.forker = forker
 
     def check_files(self) -> None:
         """Read every file source's data once before anything starts
@@ -248,7 +258,7 @@ class Cluster:
         }
         (self.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2))
         if self.network is None:
-            self.forker = NodeForker(str(self.config_path), self.run_dir, self.process_env())
+            self.forker = self.forker or NodeForker(str(self.config_path), self.run_dir, self.process_env())
             self.forker.start()
         for p in self.processes.values():
             self.start_process(p)
@@ -308,9 +318,7 @@ class Cluster:
         return forked
 
     def process_env(self) -> dict[str, str]:
-        env = dict(os.environ, GRPC_VERBOSITY="ERROR", PYTHONUNBUFFERED="1")
-        env[LAUNCHER_PID_ENV] = str(os.getpid())
-        return env
+        return launched_env()
 
     def restart_as_spare(self, p: Process) -> None:
         """A replacement machine: the dead node's name and ports, no state
@@ -724,7 +732,7 @@ async def run_cluster(
     config: str,
     *,
     duration: float | None,
-    run_dir: Path | None,
+    run_dir: Path,
     kills: Sequence[str] = (),
     stops: Sequence[str] = (),
     progress: bool = True,
@@ -732,6 +740,7 @@ async def run_cluster(
     report_to: list[RunReport] | None = None,
     reprotect: bool = True,
     network: Network | None = None,
+    forker: NodeForker | None = None,
 ) -> int:
     """Run a cluster for ``duration`` seconds of its sources (None: until
     the file sources end when every source is a file, else
@@ -739,15 +748,15 @@ async def run_cluster(
     ``--stop``; the run's report is appended to ``report_to``. Without
     ``reprotect`` the coordinator neither assigns new secondaries nor
     replaces dead nodes (the paper's experiments). With a ``network`` the
-    nodes run where it puts them."""
-    run_dir = run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+    nodes run where it puts them; ``forker``: the run's fork server,
+    started by the caller (:class:`Cluster`)."""
     if (run_dir / "cluster.json").exists():
         # Its files would mix with this run's (the sinks' output, the
         # telemetry, a manifest with another duration).
         raise UserError(f"{run_dir} holds a previous run (cluster.json): give another --run-dir or remove it")
     if duration is not None and not 0 < duration < float("inf"):
         raise UserError(f"--duration {duration:g}: give a number of seconds > 0")
-    cluster = Cluster(config, run_dir, network)
+    cluster = Cluster(config, run_dir, network, forker)
     if duration is None and not cluster.runs_until_files_end():
         duration = DEFAULT_DURATION_S
     for name, seconds in cluster.replay_s.items():

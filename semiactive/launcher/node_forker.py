@@ -90,11 +90,11 @@ class NodeForker:
 
     def __init__(self, config_path: str, run_dir: Path, env: Mapping[str, str]) -> None:
         """``run_dir``: the run's (on the server's command line, so that it
-        and every process it forks is known as the run's; it writes to
-        ``logs/fork-server.log``); ``env``: every process's environment."""
+        and every process it forks is known as the run's; it may not exist
+        yet); ``env``: every process's environment. The server's own errors
+        (bad orders, a crash) go to this process's stderr."""
         self.config_path = config_path
         self.run_dir = run_dir
-        self.log = run_dir / "logs" / "fork-server.log"
         self.env = dict(env)
         self.popen: subprocess.Popen[bytes] | None = None
         self.ready = False
@@ -109,20 +109,17 @@ class NodeForker:
         self.close()
         if not become_subreaper():
             return
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "semiactive", "fork-server"),
-                    *("--config", self.config_path, "--run-dir", str(self.run_dir)),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=out,
-                bufsize=0,  # its answers are read a line at a time, after select() says one is there
-                env=self.env,
-                start_new_session=True,
-            )
+        self.popen = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "semiactive", "fork-server"),
+                *("--config", self.config_path, "--run-dir", str(self.run_dir)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,  # its answers are read a line at a time, after select() says one is there
+            env=self.env,
+            start_new_session=True,
+        )
         self.ready = False
 
     def spawn(self, argv: list[str], log: Path, wait_ready: bool = True) -> ForkedProcess | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
+from semiactive.runtime.launcher_env import LAUNCHER_PID_ENV as LAUNCHER_PID_ENV
 
 # The cyclic collector's thresholds in a node and the coordinator: a young
 # collection every 100,000 allocations instead of 700. The engine allocates
@@ -28,14 +29,6 @@ def tune_collector() -> None:
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
-# Set by ``cluster up`` for the nodes it starts: the launcher's pid. Such a
-# node ends the run when its launcher is gone (killed without cleaning up),
-# instead of running on as an orphan holding ports: sources stop, every
-# primary delivers what it holds and its end of stream, sinks close their
-# output, and each process exits (secondaries and spares at once). Nothing a
-# surviving replica held is lost, but failures during that drain are not
-# covered: no coordinator re-protects and no process is restarted.
-LAUNCHER_PID_ENV = "SEMIACTIVE_LAUNCHER_PID"
 LAUNCHER_CHECK_S = 0.5
 
 

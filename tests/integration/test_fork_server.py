@@ -86,7 +86,9 @@ def test_a_server_that_does_not_answer_is_given_up(forker: NodeForker, tmp_path:
     assert forker.spawn(["node", "--help"], tmp_path / "n.log") is None
 
 
-def test_bad_orders_end_it_with_status_2_and_why(forker: NodeForker, tmp_path: Path) -> None:
+def test_bad_orders_end_it_with_status_2_and_why(
+    forker: NodeForker, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     forker.start()
     assert forker.spawn(["node", "--help"], tmp_path / "n.log") is not None  # ready
     popen = forker.popen
@@ -94,7 +96,7 @@ def test_bad_orders_end_it_with_status_2_and_why(forker: NodeForker, tmp_path: P
     popen.stdin.write(b'{"argv": ["cluster", "up"], "log": "x"}\n')
     popen.stdin.close()
     assert popen.wait(timeout=30) == 2
-    assert "bad orders: the fork server starts node or coordinator" in forker.log.read_text()
+    assert "bad orders: the fork server starts node or coordinator" in capfd.readouterr().err
 
 
 def test_it_ends_when_the_launcher_closes_its_input_and_close_kills_it(forker: NodeForker) -> None:
