@@ -9,7 +9,8 @@ error exit, an exception in a gRPC handler, or a loss event.
 
 ``SEMIACTIVE_SIM_SEEDS`` sets how many seeds the campaign runs (default
 64 in two processes, about 35 s on the 2-core CI machine, where 160 took
-82 s); ``semiactive simulate --seeds 5000`` runs a long one. A failure prints the command that replays it exactly.
+82 s); ``semiactive simulate --seeds 5000`` runs a long one. A failure
+prints the command that replays it exactly.
 """
 
 from __future__ import annotations
