@@ -19,7 +19,7 @@ import yaml
 from semiactive import config, topology
 from semiactive.oracle.verify import check_run
 from tests.faults.harness import AGGREGATE, events, finish, protected_chain, run_with_nemesis, start_launcher
-from tests.processes import processes_mentioning, read_jsonl, semiactive
+from tests.processes import processes_mentioning, read_jsonl, run_t0, semiactive
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -181,3 +181,66 @@ def test_a_node_is_not_restarted_with_a_program_changed_since_the_run_started(tm
     ]
     assert "node-2 not restarted" in result.stderr
     assert not [e for e in events(run_dir) if e["event"] == "restarted" and e["target"] == "node-2"]
+
+
+def _fork_servers(run_dir: Path) -> list[int]:
+    """The run's fork server (a list: none while it is being replaced).
+    What it forked has its command line too; it alone reads orders from
+    the launcher on a pipe."""
+    servers = []
+    for pid in processes_mentioning(str(run_dir)):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stdin = os.readlink(f"/proc/{pid}/fd/0")
+        except OSError:
+            continue
+        if b"fork-server" in command and stdin.startswith("pipe:"):
+            servers.append(pid)
+    return servers
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_the_fork_server_killed_from_outside_is_replaced_and_restarts_go_on(tmp_path: Path) -> None:
+    """The run's fork server is no process of ``cluster.json``, but anyone
+    may kill it: with node-2 at once, that restart starts cold (the
+    replacement server is still importing); a kill once the replacement
+    has imported (its CPU time stands still) forks from it. Both exact."""
+    # The replacement imports on two cores the run keeps busy: at 1,000
+    # rows/s that took 5-7 s, at 200 about 2.
+    config_path = protected_chain(tmp_path, AGGREGATE, rate=200)
+    run_dir = tmp_path / "run"
+    launcher = start_launcher(config_path, run_dir, duration=10)
+    try:
+        node = _pid_when_started(run_dir, "node-2", after=1.0)
+        (server,) = _fork_servers(run_dir)
+        os.kill(server, signal.SIGKILL)
+        os.kill(node, signal.SIGKILL)
+        (replacement,) = wait_until(
+            lambda: [pid for pid in _fork_servers(run_dir) if pid != server],
+            what="a new fork server",
+            timeout=30,
+        )
+        ticks: list[int] = []
+
+        def still() -> bool:
+            ticks.append(_cpu_ticks(replacement))
+            return len(ticks) >= 3 and len(set(ticks[-3:])) == 1
+
+        wait_until(still, what="the new fork server done importing", interval=0.2, timeout=30)
+        sec = next(
+            p["pid"]
+            for p in json.loads((run_dir / "cluster.json").read_text())["processes"]
+            if p["name"] == "sec-3"
+        )
+        os.kill(sec, signal.SIGKILL)
+        assert time.time() < run_t0(run_dir) + 9, "the replacement took the whole run to import"
+    finally:
+        result = finish(launcher, run_dir)
+    assert result.returncode == 0, result.stderr
+    _assert_exact(config_path, run_dir, result.stderr)
+    restarted = [(e["target"], e["forked"]) for e in events(run_dir) if e["event"] == "restarted"]
+    assert restarted == [("node-2", False), ("sec-3", True)], result.stderr
