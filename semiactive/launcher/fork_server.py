@@ -32,6 +32,7 @@ import gc
 import importlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -149,10 +150,15 @@ def _fork_detached() -> int:
     if child == 0:
         try:
             if os.fork() == 0:
+                between = os.getppid()
                 os.close(read_end)
                 os.setsid()
                 os.write(write_end, str(os.getpid()).encode())
                 os.close(write_end)
+                # A node takes a parent other than the launcher for the
+                # launcher's death: wait for the adoption.
+                while os.getppid() == between:
+                    time.sleep(0.001)
                 return 0
         except BaseException:
             os._exit(1)
