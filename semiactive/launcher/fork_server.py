@@ -149,8 +149,8 @@ def _fork_detached() -> int:
     child = os.fork()
     if child == 0:
         try:
+            between = os.getpid()
             if os.fork() == 0:
-                between = os.getppid()
                 os.close(read_end)
                 os.setsid()
                 os.write(write_end, str(os.getpid()).encode())

@@ -66,6 +66,16 @@ def test_a_forked_process_runs_its_command_line_as_a_child_of_the_launcher(
     assert forker.forked == 3
 
 
+def test_every_process_forked_in_a_row_runs(forker: NodeForker, tmp_path: Path) -> None:
+    """Each waits for its adoption by the launcher, whether the process
+    between has exited before it looked or after (a version that asked too
+    late waited for ever: four of a CI run's clusters never got ready)."""
+    forker.start()
+    forked = [forker.spawn(["node", "--help"], tmp_path / f"n{i}.log") for i in range(12)]
+    assert all(p is not None and parent_of(p.pid) == os.getpid() for p in forked)
+    assert [p.wait(timeout=30) for p in forked if p is not None] == [0] * 12
+
+
 def test_during_a_run_a_server_still_importing_is_not_waited_for(forker: NodeForker, tmp_path: Path) -> None:
     forker.start()
     assert forker.spawn(["node", "--help"], tmp_path / "n.log", wait_ready=False) is None
