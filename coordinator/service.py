@@ -34,10 +34,11 @@ from semiactive.coordinator.web_server import WebServer
 from semiactive.runtime import authorization, clock
 from semiactive.runtime.events import EventLog
 from semiactive.runtime.health import Health
+from semiactive.runtime.launcher_env import LAUNCHER_PID_ENV
 from semiactive.runtime.messages import view_to_pb
 from semiactive.runtime.metrics_endpoint import serve_metrics
 from semiactive.runtime.network import GrpcNetwork, Network
-from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, tune_collector, until_launcher_gone
+from semiactive.runtime.process import addresses_from, tune_collector, until_launcher_gone
 from semiactive.runtime.tls import COORDINATOR, caller, process_security
 from semiactive.wire import control_pb2 as cpb
 from semiactive.wire import control_pb2_grpc as cpb_grpc

@@ -13,8 +13,9 @@ from pathlib import Path
 from semiactive import config as config_mod
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
+from semiactive.runtime.launcher_env import LAUNCHER_PID_ENV
 from semiactive.runtime.network import GrpcNetwork
-from semiactive.runtime.process import LAUNCHER_PID_ENV, addresses_from, tune_collector, until_launcher_gone
+from semiactive.runtime.process import addresses_from, tune_collector, until_launcher_gone
 from semiactive.runtime.tls import process_security
 
 # A directory: the node runs under cProfile and writes NAME.prof there when

@@ -54,10 +54,9 @@ def _up(args: argparse.Namespace) -> int:
     # process imports the launcher; a run directory that holds a run is
     # refused below, before anything is forked.
     from semiactive.launcher.node_forker import NodeForker
-    from semiactive.runtime.launcher_env import launched_env
 
     run_dir: Path = args.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    forker = NodeForker(args.config, run_dir, launched_env())
+    forker = NodeForker(args.config, run_dir)
     forker.start()
     try:
         from semiactive.launcher.cluster import run_cluster

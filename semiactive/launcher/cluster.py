@@ -258,7 +258,7 @@ class Cluster:
         }
         (self.run_dir / "endpoints.json").write_text(json.dumps(endpoints, indent=2))
         if self.network is None:
-            self.forker = self.forker or NodeForker(str(self.config_path), self.run_dir, self.process_env())
+            self.forker = self.forker or NodeForker(str(self.config_path), self.run_dir)
             self.forker.start()
         for p in self.processes.values():
             self.start_process(p)
@@ -307,7 +307,7 @@ class Cluster:
                     [*prefix, sys.executable, "-m", "semiactive", *args],
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    env=self.process_env(),
+                    env=launched_env(),
                     start_new_session=True,
                 )
         p.popen = popen
@@ -316,9 +316,6 @@ class Cluster:
         if p.name not in self.channels:
             self.channels[p.name] = self.security.channel(p.address, p.name, GRPC_OPTIONS)
         return forked
-
-    def process_env(self) -> dict[str, str]:
-        return launched_env()
 
     def restart_as_spare(self, p: Process) -> None:
         """A replacement machine: the dead node's name and ports, no state

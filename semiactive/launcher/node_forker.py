@@ -25,8 +25,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
+
+from semiactive.runtime.launcher_env import launched_env
 
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 READY_TIMEOUT_S = 60.0  # its imports, on a loaded machine
@@ -37,10 +39,14 @@ def become_subreaper(on: bool = True) -> bool:
     """Make this process the parent of its descendants' orphans (``on``
     false: no longer); whether it could."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+        return int(_libc().prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 class ForkedProcess:
@@ -88,14 +94,13 @@ class NodeForker:
     """The run's fork server, started by :meth:`start`; :meth:`spawn` has it
     fork a process, or says it cannot (start that process cold)."""
 
-    def __init__(self, config_path: str, run_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, config_path: str, run_dir: Path) -> None:
         """``run_dir``: the run's (on the server's command line, so that it
         and every process it forks is known as the run's; it may not exist
-        yet); ``env``: every process's environment. The server's own errors
-        (bad orders, a crash) go to this process's stderr."""
+        yet). The server's own errors (bad orders, a crash) go to this
+        process's stderr."""
         self.config_path = config_path
         self.run_dir = run_dir
-        self.env = dict(env)
         self.popen: subprocess.Popen[bytes] | None = None
         self.ready = False
         self.forked = 0
@@ -117,7 +122,7 @@ class NodeForker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             bufsize=0,  # its answers are read a line at a time, after select() says one is there
-            env=self.env,
+            env=launched_env(),
             start_new_session=True,
         )
         self.ready = False
@@ -127,7 +132,8 @@ class NodeForker:
         ``coordinator`` command line) with its output appended to ``log``.
         None if there is no server, it is still importing and
         ``wait_ready`` is false (a restart during the run must not wait),
-        or it does not answer in time (it is then stopped for good)."""
+        it could not fork, or it does not answer in time or answers
+        nonsense (it is then killed; the next :meth:`start` replaces it)."""
         popen = self.popen
         if popen is None or popen.poll() is not None or popen.stdin is None or popen.stdout is None:
             return None
@@ -144,14 +150,14 @@ class NodeForker:
         except OSError:  # it died just now
             self.close()
             return None
-        answer = self._answer(self.answer_timeout_s)
         try:
-            pid = json.loads(answer)["pid"] if answer else None
-        except (ValueError, KeyError, TypeError):
-            pid = None
+            reply = json.loads(self._answer(self.answer_timeout_s) or b"null")
+        except ValueError:
+            reply = None
+        pid = reply.get("pid") if isinstance(reply, dict) else None
         if not isinstance(pid, int):
-            if not answer.startswith(b'{"error"'):
-                self.close()  # silent or speaking nonsense: not asked again
+            if not (isinstance(reply, dict) and "error" in reply):
+                self.close()
             return None
         self.forked += 1
         return ForkedProcess(pid)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from semiactive import topology as topology_mod
 from semiactive.config import ConfigError
-from semiactive.runtime.launcher_env import LAUNCHER_PID_ENV as LAUNCHER_PID_ENV
 
 # The cyclic collector's thresholds in a node and the coordinator: a young
 # collection every 100,000 allocations instead of 700. The engine allocates

@@ -23,7 +23,7 @@ EXAMPLE = ROOT / "examples" / "chaos-chain.yaml"
 def forker(tmp_path: Path) -> Iterator[NodeForker]:
     """A fork server for a run in ``tmp_path``; this process is the
     subreaper only for the test's length."""
-    forker = NodeForker(str(EXAMPLE), tmp_path, dict(os.environ))
+    forker = NodeForker(str(EXAMPLE), tmp_path)
     try:
         yield forker
     finally:
