@@ -33,7 +33,7 @@ class WebServer:
     def __init__(self, view: LiveView) -> None:
         self.view = view
         self.streams = 0
-        self.page = (resources.files("coordinator") / "web" / PAGE).read_bytes()
+        self.page = (resources.files("semiactive.coordinator") / "web" / PAGE).read_bytes()
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._answer, sock=bind(host, port))

@@ -24,15 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def semiactive(
-    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``semiactive ARGS`` to completion."""
+    """Run ``semiactive ARGS`` to completion (in the source tree unless ``cwd``)."""
     return subprocess.run(
         [sys.executable, "-m", "semiactive", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        cwd=ROOT,
+        cwd=cwd,
         env=dict(os.environ, **(env or {})),
     )
 

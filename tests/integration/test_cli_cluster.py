@@ -51,6 +51,8 @@ def test_demo_is_verified_against_the_reference(tmp_path: Path) -> None:
 
 
 def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
+    """Run from a directory of the user's, not the source tree (the
+    coordinator once found its web page only from there, and died)."""
     config = write_config(tmp_path / "c.yaml", chain_config(SELECT, name="layout"))
     run_dir = tmp_path / "run"
     profiles = tmp_path / "profiles"
@@ -64,6 +66,7 @@ def test_cluster_up_writes_its_run_directory(tmp_path: Path) -> None:
         str(run_dir),
         timeout=90,
         env={"SEMIACTIVE_PROFILE": str(profiles)},
+        cwd=tmp_path,
     )
     assert_no_processes(str(run_dir))
     assert result.returncode == 0, result.stderr
