@@ -36,6 +36,7 @@ from semiactive.config import SourceConfig
 from semiactive.ha.output_log import OutputLog
 from semiactive.node.connectors.broker_feed import BrokerFeed, BrokerMessage, BrokerReader
 from semiactive.node.connectors.event_time_merge import MergeCheckpoint
+from semiactive.node.connectors.file_replay import FileReplay, Release, as_records
 from semiactive.node.connectors.jsonl import LineWriter
 from semiactive.node.connectors.message_rows import Rejected, json_text
 from semiactive.node.connectors.replay_clock import ReplayClock
@@ -47,7 +48,7 @@ from semiactive.node.connectors.sources import (
     SourceDataError,
     SyntheticSource,
     convert,
-    read_rows,
+    read_blocks,
 )
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
@@ -401,47 +402,37 @@ class SourceRole:
                 await asyncio.wait_for(self.stopping.wait(), timeout=REGISTRY_TICK_S)
 
     async def _file(self) -> None:
+        """Replay the file a block at a time (:class:`FileReplay`); a CSV
+        of numbers goes as record blocks, as a generator's does."""
         assert self.config.path is not None
-        rows = read_rows(self.config.path, self.schema, plan.Kind.STREAM)
-        clock = ReplayClock(
+        schedule = ReplayClock(
             self.config.speed, [(st.from_s * 1000, st.speed) for st in self.config.speed_steps]
         )
-        pending: list[Element] = []
-        first_ts: int | None = None
-
-        def due(rows: list[Element]) -> float:
-            """When the first of ``rows`` was due on the replay's schedule."""
-            assert first_ts is not None
-            return self.t0 + clock.wall_ms(rows[0][0] - first_ts) / 1000
-
-        it: Iterator[Element] = iter(rows)
-        nxt = next(it, None)
-        if nxt is not None:
-            first_ts = nxt[0]  # the schedule's origin, also for a source started again
-        while nxt is not None and nxt[1] <= self.emitted:
-            nxt = next(it, None)
-        while nxt is not None:
-            assert first_ts is not None
-            due_ms = clock.wall_ms(nxt[0] - first_ts)
-            if due_ms > self.stop_ms + 1:
-                break
-            wait = due_ms - self.elapsed_ms()
-            if wait > 1 and pending:
-                held = pending[-1][0] - 1 if pending[-1][0] == nxt[0] else nxt[0] - 1
-                self._emit(pending, held, due(pending))
-                pending = []
-            if wait > 1:
-                await asyncio.sleep(min(wait, 50) / 1000)
-                continue
+        replay = FileReplay(self._file_blocks(self.config.path), schedule, self.emitted)
+        most = max(1, self.log.capacity // 4)
+        tick_ms = self.outbound.topology.config.linger_ms  # as _synthetic's
+        while True:
             await self.outbound.wait_room()
-            pending.append(nxt)
-            nxt = next(it, None)
-            if len(pending) >= 1024:
-                self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0], due(pending))
-                pending = []
+            now = self.elapsed_ms()
+            step = replay.take(now, self.stop_ms, most)
+            if step is None:
+                return
+            if isinstance(step, Release):
+                self.lag_ms = max(0.0, now - step.due_ms)
+                self._emit(step.rows, step.watermark, self.t0 + step.due_ms / 1000)
                 await asyncio.sleep(0)
-        if pending:
-            self._emit(pending, (nxt[0] - 1) if nxt is not None else pending[-1][0], due(pending))
+            else:
+                self.lag_ms = 0.0
+                await asyncio.sleep(min(max(step, tick_ms), 50) / 1000)
+
+    def _file_blocks(self, path: str) -> Iterator[Sequence[Element]]:
+        for block in read_blocks(path, self.schema, plan.Kind.STREAM):
+            if isinstance(block, list):
+                yield block
+            elif self._layout is not None:
+                yield as_records(block, self._layout)
+            else:
+                yield list(block.elements())
 
     def ingest(self, rows: list[dict[str, Any]], watermark: int | None, eos: bool) -> int:
         """Rows pushed by an external producer, as JSON objects with ``ts``
