@@ -2,7 +2,13 @@
 #   make demo   set up (a virtualenv in .venv) and run the paper's chain, verified
 #   make test   set up and run the whole test suite (lint, types, tests, and the
 #               docker-compose deployment with podman where containers can run)
-PYTHON ?= python3
+# The venv's interpreter: the system's /usr/bin/python3 where it is 3.11+
+# with venv (Debian's, built with PGO and LTO, the one the node image runs),
+# else the python3 on PATH. On the project's VM the python3 on PATH is a
+# build without them: 10% more CPU in a cluster test, 20% in the row engine
+# (docs/lab/suite-time.md). `make PYTHON=...` picks another.
+PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip; sys.exit(sys.version_info < (3, 11))' \
+	2>/dev/null && echo /usr/bin/python3 || echo python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
