@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -59,11 +60,17 @@ def trial(rate: int, seconds: float, directory: Path, args: argparse.Namespace) 
     path = with_rate(rate, directory, args)
     run_dir = directory / f"run-{rate}"
     code = asyncio.run(run_cluster(str(path), duration=seconds, run_dir=run_dir, progress=False))
+    return {"rate": rate, **outcome(path, run_dir, code)}
+
+
+def outcome(path: Path, run_dir: Path, code: int) -> dict[str, Any]:
+    """A run of source node-0 and sink ``sink``: what the source emitted,
+    whether it kept its schedule (less than 250 ms behind when it
+    stopped), whether the sink is the reference, the sink's latency."""
     end = json.loads((run_dir / "sources" / "node-0.end.json").read_text())
     checks = check_run(topology.resolve(config.load(path)), run_dir)
     latency = json.loads((run_dir / "telemetry" / "sink.latency.json").read_text())
     return {
-        "rate": rate,
         "exit": code,
         "emitted": end["count"],
         "lag_ms": end["lag_ms"],
