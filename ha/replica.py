@@ -28,13 +28,20 @@ from semiactive.ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateBytes,
 from semiactive.ha.stage import HaMode, StageSpec
 from semiactive.node.cql import plan
 from semiactive.node.engine import state
+from semiactive.node.engine.columnar.shape import recognize
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.node.engine.state_codec import StateFormatError
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.input import EdgeInput, InputSection
 from semiactive.node.sections.mqo import MqoSection
-from semiactive.node.sections.operator import ColumnarSection, CostSchedule, OperatorSection, columnar_reason
+from semiactive.node.sections.operator import (
+    ColumnarSection,
+    ColumnarWindowSection,
+    CostSchedule,
+    OperatorSection,
+    columnar_reason,
+)
 from semiactive.node.sections.record_rows import RecordLayout
 
 
@@ -68,10 +75,11 @@ class CaptureLost(RuntimeError):
     is the state's (one the codec refuses) and fails the replica."""
 
 
-def columnar_stage_reason(stage: StageSpec) -> str | None:
+def columnar_stage_reason(stage: StageSpec, *, snapshots: bool = False) -> str | None:
     """Why ``stage`` keeps rows end to end; None when it runs on record
-    blocks (:class:`ColumnarSection`): one stream input not routed to
-    partitions, no emulated cost, a program :func:`columnar_reason` takes."""
+    blocks (:class:`ColumnarSection`, :class:`ColumnarWindowSection`): one
+    stream input not routed to partitions, no emulated cost, a program
+    :func:`columnar_reason` takes (``snapshots``: snapshot_rows is set)."""
     if stage.program is None or stage.output is None:
         return "an MQO stage"
     if len(stage.inputs) != 1:
@@ -81,7 +89,7 @@ def columnar_stage_reason(stage: StageSpec) -> str | None:
         return "a relation or partition-routed input"
     if stage.cost_ms or any(cost for _, cost in stage.cost_schedule):
         return "an emulated operator cost (counted per row)"
-    return columnar_reason(stage.program, stage.output)
+    return columnar_reason(stage.program, stage.output, snapshots=snapshots)
 
 
 def capture_now(engine: Engine, done: Callable[[StateBytes | BaseException], None]) -> None:
@@ -125,7 +133,7 @@ class StageReplica:
         self.snapshot_rows = snapshot_rows
         self.snapshot_phase = snapshot_phase
         self.capture = capture
-        self.columnar = columnar and columnar_stage_reason(stage) is None
+        self.columnar = columnar and columnar_stage_reason(stage, snapshots=bool(snapshot_rows)) is None
         self.captures = 0  # tokens of captures taken (0 means none)
         self.captures_lost = 0
         self.capture_error: BaseException | None = None
@@ -153,7 +161,7 @@ class StageReplica:
         ]
         self.inputs = InputSection(edges, exact=True)
         cost = CostSchedule(stage.cost_ms, list(stage.cost_schedule))
-        self.operator: OperatorSection | MqoSection
+        self.operator: OperatorSection | ColumnarWindowSection | MqoSection
         if self.columnar:
             assert stage.program is not None
             edge = edges[0]
@@ -161,7 +169,9 @@ class StageReplica:
             out = stage.outputs[0] if stage.outputs else None
             schema = plan.resolve(stage.program.queries[stage.output]).schema
             out_layout = RecordLayout(RowCodec(out.schema if out is not None else schema, plan.Kind.STREAM))
-            self.operator = ColumnarSection(stage.program, stage.output, edge.layout, out_layout)
+            stateless = recognize(stage.program.queries[stage.output]).aggregate is None
+            section = ColumnarSection if stateless else ColumnarWindowSection
+            self.operator = section(stage.program, stage.output, edge.layout, out_layout)
         elif stage.mqo is not None:
             self.operator = MqoSection(stage.mqo, cost)
         else:
@@ -203,7 +213,7 @@ class StageReplica:
         if point.state is not None:
             try:
                 if not isinstance(self.operator, OperatorSection):
-                    raise StateFormatError("an MQO stage has no state snapshots")
+                    raise StateFormatError("an MQO or columnar window stage has no state snapshots")
                 state.restore(self.operator.engine, point.state.data)
             except ValueError:
                 self.inputs, self.operator, self.snapshots, self.captured, self.capturing = before

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import ColumnBatch
 from semiactive.node.engine.columnar.shape import NotVectorized, recognize
-from semiactive.node.engine.columnar.vector_engine import VectorEngine
+from semiactive.node.engine.columnar.vector_engine import VectorEngine, lineage_reason
 from semiactive.node.engine.columnar.vector_exprs import columns_read
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
@@ -119,18 +120,24 @@ MIN_COLUMN_ROWS = 64
 _COLUMN_TYPES = (plan.TypeName.INTEGER, plan.TypeName.FLOAT, plan.TypeName.CHAR)
 
 
-def columnar_reason(program: plan.Program, output: str) -> str | None:
+def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = False) -> str | None:
     """Why the stage computing ``output`` keeps the row engine; None when
-    :class:`ColumnarSection` runs it: selections and projections of one
-    stream (no state, so nothing for HA to snapshot), over columns that
-    travel as records (integer, float, char), text only passed on, not
-    computed with."""
+    the columnar engine runs it on record blocks: selections and
+    projections of one stream (:class:`ColumnarSection`), or an aggregate
+    without GROUP BY over a window of them (:class:`ColumnarWindowSection`;
+    not with state ``snapshots``, which only the row engine captures), over
+    columns that travel as records (integer, float, char), text only passed
+    on, not computed with."""
     try:
         query = recognize(program.queries[output])
     except NotVectorized as exc:
         return str(exc)
     if query.aggregate is not None:
-        return "a windowed aggregate (its state stays with the row engine)"
+        if snapshots:
+            return "a windowed aggregate with snapshot_rows (state snapshots are the row engine's)"
+        reason = lineage_reason(query)
+        if reason is not None:
+            return reason
     decl = program.inputs.get(query.input)
     if decl is None or decl.kind is not plan.Kind.STREAM:
         return "not a stream of the program's inputs"
@@ -198,3 +205,51 @@ class ColumnarSection(OperatorSection):
     def _catch_up(engine: Engine | VectorEngine, time: int) -> None:
         if time > engine.time:
             engine.advance(time)
+
+
+class ColumnarWindowSection(TimedSection):
+    """:func:`columnar_reason`'s windowed stages: an aggregate without GROUP
+    BY over a window of one stream, run on the columnar engine alone, with
+    lineage. Every block goes through it, records or rows, large or small
+    (a NULL block is decoded, and refused, as the row path refuses it),
+    since the window's state lives there only; the engine answers what HA
+    asks of a section's engine (its time, ``state_low``, counters). Not an
+    :class:`OperatorSection`: :class:`~semiactive.ha.replica.StageReplica`
+    takes no state snapshot of it (its Level-1 cut follows the window)."""
+
+    def __init__(self, program: plan.Program, output: str, layout: RecordLayout, out: RecordLayout) -> None:
+        self.program = program
+        self.output = output
+        self.cost = CostSchedule()
+        self.engine: VectorEngine = VectorEngine(program, [output], lineage=True)
+        self.layout = layout
+        self.out = out
+        self.width = len(layout.codec.schema.columns)
+        self.rows_in = 0
+        self.busy_s = 0.0
+        self.blocks = 0  # runs that took a block of records as it came
+
+    def run(self, inputs: Mapping[str, Sequence[Element]], watermark: int) -> Sequence[Element]:
+        started = time.perf_counter()
+        for name, rows in inputs.items():
+            if not rows:
+                continue
+            batch = None
+            if isinstance(rows, RecordRows) and rows.layout is self.layout:
+                batch = self.layout.columns.columns(rows.records, rows.first_seq)
+                self.blocks += batch is not None
+            if batch is None:
+                elements = rows.rows() if isinstance(rows, RecordRows) else rows
+                batch = ColumnBatch.from_elements(elements, self.width)
+            self.engine.push(name, batch)
+            self.rows_in += len(rows)
+        result: Sequence[Element] = []
+        if watermark > self.engine.time:
+            columns = self.engine.advance(watermark)[self.output]
+            if len(columns):
+                try:
+                    result = self.out.view(self.out.columns.encode(columns), 0, len(columns))
+                except OutOfRangeError:
+                    result = columns.to_elements()  # refused where the row path refuses it: at sending
+        self.busy_s += time.perf_counter() - started
+        return result

@@ -26,6 +26,12 @@ AGGREGATE = [
     "REGISTER QUERY s2 AS ISTREAM(SELECT SUM(val) AS total, COUNT(*) AS n FROM s1 [Rows 100 Slide 10])",
     "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
 ]
+# Stage 2's window runs on the columnar engine (ColumnarWindowSection).
+RANGE_AGGREGATE = [
+    "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
+    "REGISTER QUERY s2 AS ISTREAM(SELECT SUM(val) AS total, COUNT(*) AS n FROM s1 [Range 100 Slide 10])",
+    "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
+]
 JOIN = [
     "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
     "REGISTER QUERY s2 AS ISTREAM(SELECT s1.id, s1.val, t0.val AS v2 FROM s1 [Rows 20], t0 [Range 30] "
@@ -92,6 +98,18 @@ def assert_exact(config_path: Path, run_dir: Path, stderr: str) -> int:
     for check in checks:
         assert check.ok, check.describe() + "\n" + stderr
     return checks[0].delivered
+
+
+def assert_on_record_blocks(run_dir: Path, stage: str) -> None:
+    """Every replica of ``stage`` said at start-up that it runs on record
+    blocks (the columnar path), none that it runs on rows."""
+    said = [
+        line
+        for path in (run_dir / "logs").glob("*.log")
+        for line in path.read_text(errors="replace").splitlines()
+        if f"stage {stage} runs on " in line
+    ]
+    assert said and all(line.endswith("runs on record blocks") for line in said), said
 
 
 def written_t0(run_dir: Path) -> float | None:

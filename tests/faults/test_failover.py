@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from semiactive.runtime.telemetry import read_jsonl
-from tests.faults.harness import AGGREGATE, JOIN, SELECTION, protected_chain, run
+from tests.faults.harness import (
+    AGGREGATE,
+    JOIN,
+    RANGE_AGGREGATE,
+    SELECTION,
+    assert_on_record_blocks,
+    protected_chain,
+    run,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +31,15 @@ def _at() -> str:
     return f"{RANDOM.uniform(1.0, 2.8):.2f}"
 
 
-@pytest.mark.parametrize("queries", [SELECTION, AGGREGATE], ids=["selection", "windowed aggregate"])
+@pytest.mark.parametrize(
+    "queries",
+    [SELECTION, AGGREGATE, RANGE_AGGREGATE],
+    ids=["selection", "windowed aggregate", "columnar window"],
+)
 def test_sigkill_the_middle_primary_at_a_random_time(tmp_path: Path, queries: list[str]) -> None:
     out = run(protected_chain(tmp_path, queries), tmp_path / "run", "--kill", f"node-2@{_at()}")
+    if queries is RANGE_AGGREGATE:
+        assert_on_record_blocks(tmp_path / "run", "stage-2")
     measured = json.loads((tmp_path / "run" / "telemetry" / "report.json").read_text())
     fault = measured["faults"][0]
     assert fault["detection_ms"] is not None and fault["recovery_ms"] is not None
@@ -70,8 +84,10 @@ def test_sigkill_a_secondary_the_primary_keeps_going(tmp_path: Path) -> None:
 
 
 def test_sigkill_the_upstream_then_the_stage_during_its_recovery(tmp_path: Path) -> None:
+    """Stage 2, a window on the columnar engine, is rebuilt from the cut
+    its oldest carried tuple gives, while stage 1 recovers too."""
     out = run(
-        protected_chain(tmp_path, AGGREGATE),
+        protected_chain(tmp_path, RANGE_AGGREGATE),
         tmp_path / "run",
         "--kill",
         "node-1@1.5",
@@ -80,6 +96,7 @@ def test_sigkill_the_upstream_then_the_stage_during_its_recovery(tmp_path: Path)
     )
     taken = {e["stage"] for e in out["events"] if e["event"] == "takeover"}
     assert taken == {"stage-1", "stage-2"}
+    assert_on_record_blocks(tmp_path / "run", "stage-2")
 
 
 def test_sigstop_a_primary_past_the_timeout_then_sigcont(tmp_path: Path) -> None:
@@ -146,7 +163,9 @@ def test_both_replicas_of_a_stage_killed_at_once_a_spare_rebuilds_it(tmp_path: P
 def test_both_replicas_lost_without_spares_the_restarted_nodes_rebuild_it(tmp_path: Path) -> None:
     """No spare at all: the stage waits for its replicas to be restarted;
     the restarted secondary rebuilds it (the restarted primary must not be
-    asked to watch itself), while the producer retains what it needs."""
-    config = protected_chain(tmp_path, AGGREGATE, spares=[])
+    asked to watch itself), while the producer retains what it needs: the
+    window's rows, on the columnar engine, from its oldest carried tuple."""
+    config = protected_chain(tmp_path, RANGE_AGGREGATE, spares=[])
     out = run(config, tmp_path / "run", "--kill", "node-2@1.0", "--kill", "sec-2@1.0", duration=6)
     assert _rebuilt_by(out, "stage-2") == "sec-2"
+    assert_on_record_blocks(tmp_path / "run", "stage-2")

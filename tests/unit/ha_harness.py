@@ -57,6 +57,7 @@ def replica(
     snapshot_phase: int = 0,
     capture: StateCapture = capture_now,
     capacity: int = 1_000_000,
+    columnar: bool = False,
 ) -> StageReplica:
     return StageReplica(
         name,
@@ -67,6 +68,7 @@ def replica(
         snapshot_rows=snapshot_rows,
         snapshot_phase=snapshot_phase,
         capture=capture,
+        columnar=columnar,
     )
 
 

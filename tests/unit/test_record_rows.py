@@ -21,7 +21,7 @@ from semiactive.node.sections import operator as operator_section
 from semiactive.node.sections.codec import INT_MAX, CodecError, RowCodec
 from semiactive.node.sections.connections import ELIDED
 from semiactive.node.sections.input import EdgeInput, InputSection, RowOrderError
-from semiactive.node.sections.operator import ColumnarSection
+from semiactive.node.sections.operator import ColumnarSection, ColumnarWindowSection
 from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 from tests.unit.ha_harness import build_topology
 
@@ -157,7 +157,16 @@ QUERIES = {
     "select": "SELECT * FROM s0 WHERE val >= 500",
     "project": "SELECT id, val * 3 - id AS w, pad FROM s0 WHERE val < 900 AND id >= 2",
     "overflow": f"SELECT id, val * {INT_MAX // 500} AS big FROM s0",
+    # ColumnarWindowSection's: the window's state on the columnar engine.
+    "sliding range": (
+        "ISTREAM(SELECT SUM(val) AS s, COUNT(*) AS n "
+        "FROM (SELECT * FROM s0 WHERE val >= 100) [Range 5 Slide 2] AS x)"
+    ),
+    "rows": "DSTREAM(SELECT MIN(val) AS lo, AVG(val) AS a FROM s0 [Rows 7])",
+    "now": "RSTREAM(SELECT MAX(id) AS m FROM s0 [Now])",
+    "window overflow": f"ISTREAM(SELECT SUM(val * {INT_MAX // 2000}) AS s FROM s0 [Range 3])",
 }
+WINDOWED = ("sliding range", "rows", "now", "window overflow")
 
 
 def _stage(tmp_path: Path, kind: str) -> Any:
@@ -198,7 +207,8 @@ def test_a_columnar_stage_logs_what_a_row_stage_logs(
     ]
     with mock.patch.object(operator_section, "MIN_COLUMN_ROWS", 1):  # every block on columns
         _feed(replicas, stage, batches)
-    assert isinstance(replicas[1].operator, ColumnarSection)
+    section = ColumnarWindowSection if kind in WINDOWED else ColumnarSection
+    assert isinstance(replicas[1].operator, section)
     logs = [rep.log.get(1, rep.log.head) for rep in replicas]
     # Slot 1 of a logged row is its lineage on rows, its seq on records:
     # nothing reads it (senders number rows by their place in the log).
@@ -261,6 +271,8 @@ def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
     reasons = {
         "window": "SELECT SUM(val) AS s FROM s0 [Range 10]",
         "text": "SELECT * FROM s0 WHERE pad = 'x'",
+        "slide phase": "ISTREAM(SELECT SUM(val) AS s FROM s0 [Rows 10 Slide 3])",
+        "group by": "ISTREAM(SELECT id, COUNT(*) AS n FROM s0 [Range 10] GROUP BY id)",
     }
     for name, query in reasons.items():
         (tmp_path / name).mkdir()

@@ -4,9 +4,11 @@ Same contract as the row engine (:class:`semiactive.node.engine.engine.Engine`):
 inputs are pushed in ts order, :meth:`VectorEngine.advance` says they are
 complete up to a watermark and returns what each requested query produced
 up to it, element for element what the row engine returns. It runs only
-programs whose requested queries are all recognized (:mod:`.shape`), and
-without lineage tracking (its outputs carry lineage 0 as the row engine's
-do then), so an HA stage keeps the row engine for now.
+programs whose requested queries are all recognized (:mod:`.shape`). Its
+outputs carry lineage 0 (as the row engine's without lineage tracking).
+With ``lineage=True`` it answers what an HA stage asks of an engine
+(:meth:`VectorEngine.state_low`, counters), for queries without GROUP BY
+and without a Rows window's slide phase (:func:`lineage_reason`).
 """
 
 from __future__ import annotations
@@ -25,9 +27,23 @@ from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import BEFORE_TIME, EvaluationError, LateInputError, UnsortedInputError
 
 
+def lineage_reason(query: VectorQuery) -> str | None:
+    """Why the columnar engine cannot run ``query`` for an HA stage (None:
+    it can): what it would have to keep and hand over is the row engine's."""
+    spec = query.aggregate
+    if spec is None:
+        return None
+    if spec.group_by:
+        return "a GROUP BY (its groups' state stays with the row engine)"
+    if spec.rows is not None and spec.slide > 1:
+        return "a [Rows N Slide M] window (its slide phase is an HA counter of the row engine)"
+    return None
+
+
 class _Query:
-    def __init__(self, query: VectorQuery) -> None:
+    def __init__(self, query: VectorQuery, lineage: bool = False) -> None:
         self.query = query
+        self.lineage = lineage
         spec = query.aggregate
         self.window: WindowAggregate | None = None
         self.grouped: GroupedWindowAggregate | None = None
@@ -43,7 +59,7 @@ class _Query:
             )
         elif spec is not None:
             self.window = WindowAggregate(
-                spec.calls, rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide
+                spec.calls, rows=spec.rows, range_ms=spec.range_ms, slide=spec.slide, lineage=lineage
             )
         self.last: tuple[object, ...] | None = None  # the aggregate relation's row, if any
         self.needed = _needed_columns(query)
@@ -54,7 +70,7 @@ class _Query:
                 break
             if isinstance(node, plan.Select):
                 keep = np.flatnonzero(evaluate(node.predicate, batch.columns, len(batch)))
-                batch = batch.take_columns(keep, needed, lineage=self.query.aggregate is None)
+                batch = batch.take_columns(keep, needed, lineage=self.lineage or self.query.aggregate is None)
             else:
                 n = len(batch)
                 batch = batch.with_columns(
@@ -75,7 +91,8 @@ class _Query:
             keys = [evaluate(x, batch.columns, n) for x in spec.group_by]
             return self._grouped_to_stream(spec, self.grouped.advance(batch.ts, keys, args, done, watermark))
         assert self.window is not None
-        return self._to_stream(spec, self.window.advance(batch.ts, args, done, watermark))
+        lin = batch.lin if self.lineage else None
+        return self._to_stream(spec, self.window.advance(batch.ts, args, done, watermark, lin))
 
     def _grouped_to_stream(self, spec: WindowedAggregate, ev: GroupedEvaluated) -> ColumnBatch:
         """Each touched group's new row where it changed (ISTREAM), or its
@@ -206,7 +223,9 @@ def _previous(column: Array, index: Int64s, carried: tuple[object, ...] | None, 
 
 
 class VectorEngine:
-    def __init__(self, program: plan.Program, outputs: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, program: plan.Program, outputs: Sequence[str] | None = None, *, lineage: bool = False
+    ) -> None:
         names = list(outputs) if outputs else [program.last_query]
         unknown = [n for n in names if n not in program.queries]
         if unknown:
@@ -214,9 +233,13 @@ class VectorEngine:
         self.queries: dict[str, _Query] = {}
         for name in names:
             try:
-                self.queries[name] = _Query(recognize(program.queries[name]))
+                query = recognize(program.queries[name])
+                reason = lineage_reason(query) if lineage else None
+                if reason is not None:
+                    raise NotVectorized(reason)
             except NotVectorized as exc:
                 raise NotVectorized(f"query {name}: {exc}") from None
+            self.queries[name] = _Query(query, lineage)
         self.widths = {name: len(decl.schema.columns) for name, decl in program.inputs.items()}
         self.pending: dict[str, ColumnBatch] = {}
         self.time = BEFORE_TIME
@@ -273,6 +296,28 @@ class VectorEngine:
                 ) from exc
         self.time = watermark
         return out
+
+    # -- what the HA layer asks (lineage=True) ---------------------------------
+
+    def state_low(self) -> int | None:
+        """The oldest input lineage a window or a queued batch still holds."""
+        lows = [int(batch.lin[0]) for batch in self.pending.values() if len(batch.lin)]
+        lows += [
+            low
+            for q in self.queries.values()
+            if q.window is not None and (low := q.window.state_low()) is not None
+        ]
+        return min(lows) if lows else None
+
+    def counters(self) -> tuple[tuple[int, ...], ...]:
+        """History-dependent counters: none (a Rows window's slide phase,
+        the one the row engine has, is not run with lineage)."""
+        return ()
+
+    def restore_counters(self, values: Sequence[tuple[int, ...]]) -> dict[str, list[Element]]:
+        if any(values):
+            raise ValueError("counter snapshot does not match this program")
+        return {name: [] for name in self.queries}
 
     def advance_elements(self, watermark: int) -> dict[str, list[Element]]:
         """:meth:`advance` as the row engine's element lists."""

@@ -14,7 +14,10 @@ multiples of L where a tuple enters (first multiple >= ts) or leaves (first
 multiple > ts + T). ``[Now]`` is ``[Range 0]``. An empty window has no row.
 
 Tuples that may still be in a later window are carried to the next call;
-results are the row engine's (the differential tests compare them).
+results are the row engine's (the differential tests compare them). Given
+the tuples' lineages (an HA stage's input positions), it carries those too:
+the oldest carried one is the oldest input the state depends on
+(:meth:`WindowAggregate.state_low`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.range_sums import FUNCS, RangeSums
 from semiactive.node.engine.columnar.vector_exprs import EXACT_FLOAT, INT64
 
 
@@ -44,21 +48,53 @@ class WindowAggregate:
     """``calls`` over ``[Rows rows Slide slide]`` (``rows`` set) or
     ``[Range range_ms Slide slide]``; fed the aggregates' argument columns."""
 
-    def __init__(self, calls: Sequence[plan.AggCall], *, rows: int | None, range_ms: int, slide: int) -> None:
+    def __init__(
+        self,
+        calls: Sequence[plan.AggCall],
+        *,
+        rows: int | None,
+        range_ms: int,
+        slide: int,
+        lineage: bool = False,
+    ) -> None:
         self.calls = list(calls)
         self.rows = rows
         self.range_ms = range_ms
         self.slide = max(1, slide)
         self.ts: Int64s = np.empty(0, dtype=np.int64)
         self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
+        self.lin: Int64s = np.empty(0, dtype=np.int64)  # the carried tuples' lineages, if given
         self.pending = 0  # Rows with a slide: tuples since the last boundary
+        # COUNT / SUM / AVG over a range window: the incremental path, until
+        # it gives up (a value beyond int64, sums that could overflow).
+        self.fast: RangeSums | None = None
+        if rows is None and all(call.func in FUNCS for call in calls):
+            self.fast = RangeSums(calls, range_ms, self.slide, lineage)
 
-    def advance(self, ts: Int64s, args: Sequence[Array], done: int, watermark: int) -> Evaluated:
+    def advance(
+        self, ts: Int64s, args: Sequence[Array], done: int, watermark: int, lin: Int64s | None = None
+    ) -> Evaluated:
         """Add tuples ``ts`` (all in ``(done, watermark]``) with their
-        argument values, and evaluate every instant in ``(done, watermark]``."""
+        argument values (and lineages), and evaluate every instant in
+        ``(done, watermark]``."""
+        if self.fast is not None:
+            result = self.fast.advance(ts, args, done, watermark, lin)
+            if result is not None:
+                at, lo, hi, sums = result
+                count = hi - lo
+                columns = tuple(
+                    average(s, count) if call.func is plan.AggFunc.AVG else s
+                    for call, s in zip(self.calls, sums, strict=True)
+                )
+                return Evaluated(at, count > 0, columns)
+            self.ts, self.args, carried_lin = self.fast.carried()
+            if carried_lin is not None:
+                self.lin = carried_lin
+            self.fast = None
         carried = len(self.ts)
         all_ts = np.concatenate((self.ts, ts)) if carried else ts
         all_args = [join(a, b) for a, b in zip(self.args, args, strict=True)]
+        all_lin = None if lin is None else np.concatenate((self.lin, lin)) if carried else lin
         if self.rows is not None:
             at, lo, hi = self._rows_windows(all_ts, carried)
             keep_from = max(0, len(all_ts) - self.rows)
@@ -71,7 +107,20 @@ class WindowAggregate:
         )
         self.ts = all_ts[keep_from:]
         self.args = [a[keep_from:] for a in all_args]
+        if all_lin is not None:
+            self.lin = all_lin[keep_from:]
         return Evaluated(at, hi > lo, columns)
+
+    def state_low(self) -> int | None:
+        """The oldest lineage of the tuples carried: every later window, and
+        the relation at the last instant evaluated, are made of carried
+        tuples only (a tuple of that relation leaves at a later change, so
+        after the watermark). The tuples came in ts order on one input, so
+        the first carried one has the oldest lineage."""
+        if self.fast is not None:
+            lin = self.fast.lin
+            return int(lin.data[lin.start]) if lin is not None and len(lin) else None
+        return int(self.lin[0]) if len(self.lin) else None
 
     def _rows_windows(self, ts: Int64s, carried: int) -> tuple[Int64s, Int64s, Int64s]:
         new = len(ts) - carried
@@ -115,6 +164,11 @@ def aggregate(call: plan.AggCall, values: Array, lo: Int64s, hi: Int64s) -> Arra
     sums = _window_sums(values, lo, hi)
     if call.func is plan.AggFunc.SUM:
         return sums
+    return average(sums, count)
+
+
+def average(sums: Array, count: Int64s) -> Array:
+    """AVG from a window's sum and count (0.0 for an empty window)."""
     out = np.zeros(len(count), dtype=np.float64)
     if sums.dtype == np.int64 and (not len(sums) or max(-int(sums.min()), int(sums.max())) <= EXACT_FLOAT):
         np.divide(sums, count, out=out, where=count > 0)

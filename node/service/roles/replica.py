@@ -102,7 +102,7 @@ class ReplicaRole:
             columnar=cfg.columnar_stages,
         )
         if cfg.columnar_stages:
-            why = columnar_stage_reason(stage)
+            why = columnar_stage_reason(stage, snapshots=bool(cfg.snapshot_rows))
             log.info("stage %s runs on %s", stage.name, f"rows: {why}" if why else "record blocks")
         self.outbound = Outbound(
             node,
