@@ -79,6 +79,11 @@ class RateSchedule:
     r, the j-th tuple has ts = T + floor(j * 1000 / r). Exact arithmetic, so
     phase boundaries never drift."""
 
+    @classmethod
+    def of(cls, phases: Iterable[tuple[float, float]]) -> RateSchedule:
+        """From ``(at_s, tuples_per_s)`` pairs, as a configuration gives them."""
+        return cls([Phase(int(at_s * 1000), rate) for at_s, rate in phases])
+
     def __init__(self, phases: Sequence[Phase]) -> None:
         self.starts = [p.start_ms for p in phases]
         self.rates = [Fraction(p.rate).limit_denominator(10**6) for p in phases]

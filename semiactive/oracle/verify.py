@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from semiactive import config
-from semiactive.config import ConfigError
+from semiactive.config import ConfigError, SourceConfig
 from semiactive.embedded.query import execute, merge_edges
 from semiactive.node.connectors.jsonl import formatter
+from semiactive.node.connectors.sources import RateSchedule, SyntheticSource
 from semiactive.node.cql import plan
 from semiactive.node.engine.elements import Element
 from semiactive.oracle.diff import Comparison, Timeline, compare, record_timeline, stream_timeline
@@ -106,14 +107,25 @@ def delivered(stage: Stage, topology: Topology, run_dir: Path) -> list[dict[str,
     return read_table(stage.sink.postgres, run, edge.schema, edge.kind)
 
 
-def source_rows(run_dir: Path, name: str, schema: plan.Schema) -> tuple[list[Element], int]:
-    """The logged tuples of a source as elements, and its final watermark."""
-    rows = []
-    for rec in _read_jsonl(run_dir / "sources" / f"{name}.jsonl"):
-        rows.append((rec["ts"], rec["seq"], 1, *(rec[c] for c in schema.names)))
+def source_rows(
+    run_dir: Path, name: str, schema: plan.Schema, source: SourceConfig | None = None
+) -> tuple[list[Element], int]:
+    """The tuples a source emitted as elements, and its final watermark:
+    its row log (``log: true``); for a synthetic ``source`` run without one,
+    the first ``count`` tuples of its ``end.json`` made again from its seed
+    and rate, the stream its generator emitted (it is deterministic)."""
+    path = run_dir / "sources" / f"{name}.jsonl"
     end_file = run_dir / "sources" / f"{name}.end.json"
-    end = json.loads(end_file.read_text())["watermark"] if end_file.exists() else (rows[-1][0] if rows else 0)
-    return rows, int(end)
+    end = json.loads(end_file.read_text()) if end_file.exists() else None
+    if source is not None and source.kind == "synthetic" and not source.log and not path.exists():
+        if end is None:
+            raise FileNotFoundError(f"{end_file}: source {name} ran without a row log and did not end")
+        schedule = RateSchedule.of((p.at_s, p.tuples_per_s) for p in source.rate)
+        rows = SyntheticSource(schema, schedule, source.seed).take(int(end["count"]))
+    else:
+        rows = [(rec["ts"], rec["seq"], 1, *(rec[c] for c in schema.names)) for rec in _read_jsonl(path)]
+    watermark = end["watermark"] if end is not None else (rows[-1][0] if rows else 0)
+    return rows, int(watermark)
 
 
 def expected_streams(topology: Topology, run_dir: Path) -> dict[str, list[Element]]:
@@ -123,7 +135,7 @@ def expected_streams(topology: Topology, run_dir: Path) -> dict[str, list[Elemen
     for stage in topology.stages.values():
         if stage.role == "source":
             assert stage.schema is not None
-            sources[stage.name] = source_rows(run_dir, stage.name, stage.schema)
+            sources[stage.name] = source_rows(run_dir, stage.name, stage.schema, stage.source)
     outputs = reference_outputs(topology, sources)
     runs: dict[str, list[list[Element]]] = {}
     for stage in topology.stages.values():  # partitions in partition order
@@ -255,7 +267,7 @@ def oracle_check(topology: Topology, run_dir: Path, max_rows: int = ORACLE_MAX_R
     for stage in topology.stages.values():
         if stage.role == "source":
             assert stage.schema is not None and stage.output is not None
-            rows, watermark = source_rows(run_dir, stage.name, stage.schema)
+            rows, watermark = source_rows(run_dir, stage.name, stage.schema, stage.source)
             feeds[stage.output] = Feed([(r[0], *r[3:]) for r in rows], stage.schema, plan.Kind.STREAM)
             stamps += [r[0] for r in rows]
             end = max(end, watermark, rows[-1][0] if rows else watermark)

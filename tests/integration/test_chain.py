@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from semiactive import config as config_file
+from semiactive import topology
+from semiactive.oracle.verify import check_run, source_rows
 from tests.processes import assert_no_processes, chain_config, read_jsonl, semiactive, write_config
 
 pytestmark = pytest.mark.slow
@@ -50,6 +53,41 @@ def test_selection_chain_delivers_exactly_the_reference(tmp_path: Path) -> None:
                 {"seq": len(expected) + 1, "ts": row["ts"], "id": row["id"], "val": row["val"] * 2}
             )
     assert sink == expected
+
+
+def test_a_source_without_a_row_log_is_checked_against_its_generator(tmp_path: Path) -> None:
+    """``log: false`` (no row log, which costs a fast source half its CPU):
+    the check makes the synthetic source's stream again from its seed and
+    rate, the count its end.json gives. It equals the row log a logged run
+    writes, and a sink missing a row fails the check."""
+    queries = ["REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 100"]
+    cfg = chain_config(queries, rate=2000)
+    logged = write_config(tmp_path / "logged.yaml", cfg)
+    cfg["sources"][0]["log"] = False
+    unlogged = write_config(tmp_path / "unlogged.yaml", cfg)
+    for path, run_dir in ((logged, tmp_path / "logged"), (unlogged, tmp_path / "unlogged")):
+        result = semiactive(
+            "cluster", "up", str(path), "--duration", "2", "--run-dir", str(run_dir), "--quiet"
+        )
+        assert result.returncode == 0, result.stderr
+        assert_no_processes(str(run_dir))
+    assert not (tmp_path / "unlogged" / "sources" / "node-0.jsonl").exists()
+    topo = topology.resolve(config_file.load(unlogged))
+    (check,) = check_run(topo, tmp_path / "unlogged")
+    assert check.ok and check.delivered > 1000, check.describe()
+    # The generator's stream is the logged one, row for row.
+    source = topo.stages["node-0"]
+    assert source.schema is not None
+    made, _ = source_rows(tmp_path / "unlogged", "node-0", source.schema, source.source)
+    log = (tmp_path / "logged" / "sources" / "node-0.jsonl").read_text().splitlines()
+    wanted = [(r["ts"], r["seq"], 1, r["id"], r["val"], r["pad"]) for r in map(json.loads, log)]
+    n = min(len(made), len(wanted))
+    assert n > 3000 and made[:n] == wanted[:n]
+    sink = tmp_path / "unlogged" / "sink" / "sink.jsonl"
+    lines = sink.read_text().splitlines()
+    sink.write_text("\n".join(lines[:500] + lines[501:]) + "\n")
+    (check,) = check_run(topo, tmp_path / "unlogged")
+    assert not check.ok
 
 
 def test_windowed_aggregate_chain_delivers_exactly_the_reference(tmp_path: Path) -> None:

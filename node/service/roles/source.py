@@ -43,7 +43,6 @@ from semiactive.node.connectors.replay_clock import ReplayClock
 from semiactive.node.connectors.sources import (
     TS_MAX,
     TS_MIN,
-    Phase,
     RateSchedule,
     SourceDataError,
     SyntheticSource,
@@ -293,8 +292,8 @@ class SourceRole:
         return (clock.wall() - self.t0) * 1000
 
     async def _synthetic(self) -> None:
-        phases = [Phase(int(p.at_s * 1000), p.tuples_per_s) for p in self.config.rate]
-        gen = SyntheticSource(self.schema, RateSchedule(phases), self.config.seed)
+        schedule = RateSchedule.of((p.at_s, p.tuples_per_s) for p in self.config.rate)
+        gen = SyntheticSource(self.schema, schedule, self.config.seed)
         gen.seek(self.emitted)
         batch = max(1, self.log.capacity // 4)
         # On schedule, wake at most every linger_ms: rows due meanwhile would
