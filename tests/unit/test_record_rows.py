@@ -164,9 +164,10 @@ QUERIES = {
     ),
     "rows": "DSTREAM(SELECT MIN(val) AS lo, AVG(val) AS a FROM s0 [Rows 7])",
     "now": "RSTREAM(SELECT MAX(id) AS m FROM s0 [Now])",
+    "rows slide": "ISTREAM(SELECT SUM(val) AS s, COUNT(*) AS n FROM s0 [Rows 10 Slide 3])",
     "window overflow": f"ISTREAM(SELECT SUM(val * {INT_MAX // 2000}) AS s FROM s0 [Range 3])",
 }
-WINDOWED = ("sliding range", "rows", "now", "window overflow")
+WINDOWED = ("sliding range", "rows", "now", "rows slide", "window overflow")
 
 
 def _stage(tmp_path: Path, kind: str) -> Any:
@@ -271,7 +272,6 @@ def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
     reasons = {
         "window": "SELECT SUM(val) AS s FROM s0 [Range 10]",
         "text": "SELECT * FROM s0 WHERE pad = 'x'",
-        "slide phase": "ISTREAM(SELECT SUM(val) AS s FROM s0 [Rows 10 Slide 3])",
         "group by": "ISTREAM(SELECT id, COUNT(*) AS n FROM s0 [Range 10] GROUP BY id)",
     }
     for name, query in reasons.items():

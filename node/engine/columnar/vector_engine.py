@@ -8,7 +8,7 @@ programs whose requested queries are all recognized (:mod:`.shape`). Its
 outputs carry lineage 0 (as the row engine's without lineage tracking).
 With ``lineage=True`` it answers what an HA stage asks of an engine
 (:meth:`VectorEngine.state_low`, counters), for queries without GROUP BY
-and without a Rows window's slide phase (:func:`lineage_reason`).
+(:func:`lineage_reason`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ def lineage_reason(query: VectorQuery) -> str | None:
         return None
     if spec.group_by:
         return "a GROUP BY (its groups' state stays with the row engine)"
-    if spec.rows is not None and spec.slide > 1:
-        return "a [Rows N Slide M] window (its slide phase is an HA counter of the row engine)"
     return None
 
 
@@ -93,6 +91,17 @@ class _Query:
         assert self.window is not None
         lin = batch.lin if self.lineage else None
         return self._to_stream(spec, self.window.advance(batch.ts, args, done, watermark, lin))
+
+    def restore_phase(self, pending: int) -> None:
+        """Adopt another replica's slide phase: the window keeps what the
+        phase needs, and the aggregate's row is the one visible then (the
+        row ISTREAM and DSTREAM compare the next one with)."""
+        spec = self.query.aggregate
+        assert spec is not None and self.window is not None
+        columns, present = self.window.restore_phase(pending)
+        if spec.project is not None:
+            columns = tuple(evaluate(x, columns, 1) for x in spec.project)
+        self.last = _rows_at(columns, np.zeros(1, dtype=np.int64))[0] if present else None
 
     def _grouped_to_stream(self, spec: WindowedAggregate, ev: GroupedEvaluated) -> ColumnBatch:
         """Each touched group's new row where it changed (ISTREAM), or its
@@ -310,13 +319,24 @@ class VectorEngine:
         return min(lows) if lows else None
 
     def counters(self) -> tuple[tuple[int, ...], ...]:
-        """History-dependent counters: none (a Rows window's slide phase,
-        the one the row engine has, is not run with lineage)."""
-        return ()
+        """History-dependent counters, per query: a ``[Rows N Slide M]``
+        window's slide phase, else none."""
+        return tuple(q.window.counters() if q.window is not None else () for q in self.queries.values())
 
     def restore_counters(self, values: Sequence[tuple[int, ...]]) -> dict[str, list[Element]]:
-        if any(values):
+        """Adopt another replica's counters after a rebuild. What that
+        changes is not emitted (the replica emitted it before): an empty
+        output per query, as the row engine's re-run of the instant gives
+        to a rebuilding replica, which drops it."""
+        queries = list(self.queries.values())
+        if len(values) != len(queries):
             raise ValueError("counter snapshot does not match this program")
+        for query, value in zip(queries, values, strict=True):
+            mine = query.window.counters() if query.window is not None else ()
+            if len(value) != len(mine):
+                raise ValueError("counter snapshot does not match this program")
+            if value:
+                query.restore_phase(int(value[0]))
         return {name: [] for name in self.queries}
 
     def advance_elements(self, watermark: int) -> dict[str, list[Element]]:

@@ -97,7 +97,11 @@ class WindowAggregate:
         all_lin = None if lin is None else np.concatenate((self.lin, lin)) if carried else lin
         if self.rows is not None:
             at, lo, hi = self._rows_windows(all_ts, carried)
-            keep_from = max(0, len(all_ts) - self.rows)
+            # The last window's rows and a slide's worth before them: a
+            # replica rebuilt from this state's cut counts its own phase,
+            # and adopting another phase (up to slide - 1 pending) then
+            # needs the window as it was that many rows back.
+            keep_from = max(0, len(all_ts) - self.rows - self.slide + 1)
         else:
             at, lo, hi = self._range_windows(all_ts, done, watermark)
             leave = (all_ts + self.range_ms) // self.slide * self.slide + self.slide
@@ -121,6 +125,30 @@ class WindowAggregate:
             lin = self.fast.lin
             return int(lin.data[lin.start]) if lin is not None and len(lin) else None
         return int(self.lin[0]) if len(self.lin) else None
+
+    def counters(self) -> tuple[int, ...]:
+        """The HA counter: a ``[Rows N Slide M]`` window's slide phase."""
+        return (self.pending,) if self.rows is not None and self.slide > 1 else ()
+
+    def restore_phase(self, pending: int) -> tuple[tuple[Array, ...], bool]:
+        """Adopt another replica's slide phase (after a rebuild from rows,
+        whose own phase counts from the rows it was given), as the row
+        engine does: keep the newest ``rows + pending`` tuples; return the
+        aggregate over the window that is visible then (one value per
+        call) and whether it holds a tuple."""
+        assert self.rows is not None
+        keep_from = max(0, len(self.ts) - self.rows - pending)
+        self.ts = self.ts[keep_from:]
+        self.args = [a[keep_from:] for a in self.args]
+        if len(self.lin):
+            self.lin = self.lin[keep_from:]
+        self.pending = min(pending, len(self.ts))
+        end = len(self.ts) - self.pending
+        lo, hi = np.array([max(0, end - self.rows)]), np.array([end])
+        columns = tuple(
+            aggregate(call, values, lo, hi) for call, values in zip(self.calls, self.args, strict=True)
+        )
+        return columns, end > int(lo[0])
 
     def _rows_windows(self, ts: Int64s, carried: int) -> tuple[Int64s, Int64s, Int64s]:
         new = len(ts) - carried

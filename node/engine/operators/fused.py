@@ -101,6 +101,7 @@ _ROWS_ARRIVE_SLIDE = """
             n += {slide}
             while n > {rows}:
                 x = popleft()
+                self.gone.append(x)
                 n -= 1
                 {sub}
             dirty = True
@@ -179,15 +180,17 @@ def _indent(code: str, spaces: int) -> str:
 
 class WindowAggregateOp(Operator):
     """The fused operator. State: the window buffer, the element count, one
-    running sum per SUM/AVG, the last emitted row."""
+    running sum per SUM/AVG, the last emitted row; with a Rows slide, the
+    last slide - 1 tuples that left (see RowsWindowOp)."""
 
-    STATE = ("buf", "n", "pending", "last", "last_lin", "life", "sums")
+    STATE = ("buf", "gone", "n", "pending", "last", "last_lin", "life", "sums")
 
     timed = True
 
     def __init__(self, spec: plan.WindowSpec, aggregates: Sequence[plan.AggCall], label: str = "") -> None:
         super().__init__(label or "window aggregate")
         self.buf: deque[Element] = deque()
+        self.gone: deque[Element] = deque(maxlen=0)
         self.n = 0
         self.pending = 0
         self.last: tuple[Any, ...] | None = None
@@ -220,6 +223,7 @@ class WindowAggregateOp(Operator):
             )
             code = _ROWS.format(load=load, store=store, arrive=arrive.strip("\n"), **indents)
             self.rows, self.rows_slide = spec.rows, spec.slide
+            self.gone = deque(maxlen=spec.slide - 1)
         else:
             self.life = (spec.range_ms if isinstance(spec, plan.RangeWindow) else 0) + 1
             code = _RANGE.format(load=load, store=store, add=add, sub=sub, life=self.life, **indents)
@@ -241,7 +245,8 @@ class WindowAggregateOp(Operator):
         return int(self.buf[0][0]) + self.life
 
     def state_low(self) -> int | None:
-        return int(self.buf[0][1]) if self.buf else None
+        held = self.gone or self.buf
+        return int(held[0][1]) if held else None
 
     def counters(self) -> tuple[int, ...]:
         return (self.pending,) if self.rows_slide > 1 else ()
@@ -252,9 +257,12 @@ class WindowAggregateOp(Operator):
         if self.rows_slide <= 1 or not values:
             return []
         pending = values[0]
-        keep = list(self.buf)[-(self.rows + pending) :]
+        history = [*self.gone, *self.buf]
+        cut = max(0, len(history) - (self.rows + pending))
+        keep = history[cut:]
         visible = keep[: max(0, len(keep) - pending)]
         self.buf = deque(keep)
+        self.gone = deque(history[:cut], maxlen=self.gone.maxlen)
         self.pending = min(pending, len(keep))
         self.n = len(visible)
         self.sums = [sum(f(e) for e in visible) for f in self._sum_args]

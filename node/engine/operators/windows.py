@@ -14,6 +14,7 @@ of a FIFO buffer holds the minimum; otherwise ``state_low`` is a
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -168,10 +169,14 @@ class RowsWindowOp(Operator):
 
     With a slide the relation changes only when the count of arrived tuples
     reaches a multiple of M; ``pending`` (arrived, not yet visible) is then the
-    history-dependent counter reported to the HA layer.
+    history-dependent counter reported to the HA layer. ``gone`` keeps the
+    last M - 1 tuples that left the buffer, and the state's low covers them:
+    a replica rebuilt from this state's cut counts its own phase, and
+    adopting another one (up to M - 1 pending) needs the window as it was
+    that many tuples back.
     """
 
-    STATE = ("buf", "pending", "_low")
+    STATE = ("buf", "pending", "gone", "_low")
 
     def __init__(self, rows: int, slide: int, monotone: bool, label: str = "") -> None:
         super().__init__(label)
@@ -179,6 +184,7 @@ class RowsWindowOp(Operator):
         self.slide = slide
         self.monotone = monotone
         self.buf: deque[Element] = deque()
+        self.gone: deque[Element] = deque(maxlen=max(0, slide - 1))
         self.pending = 0
         self._low = LowBound()
 
@@ -210,6 +216,7 @@ class RowsWindowOp(Operator):
                 excess = len(buf) - rows
                 for i in range(excess):
                     old = buf.popleft()
+                    self.gone.append(old)
                     if i < visible_before:
                         append((ts, old[1], -1, *old[3:]))
                 n = len(buf)
@@ -221,7 +228,9 @@ class RowsWindowOp(Operator):
         return out
 
     def state_low(self) -> int | None:
-        return _head_low(self.buf) if self.monotone else self._low.value(lambda: iter(self.buf))
+        if self.monotone:
+            return _head_low(self.gone or self.buf)
+        return self._low.value(lambda: itertools.chain(self.gone, self.buf))
 
     def counters(self) -> tuple[int, ...]:
         return (self.pending,) if self.slide > 1 else ()
@@ -234,9 +243,12 @@ class RowsWindowOp(Operator):
         buf = self.buf
         old_visible = list(buf)[: len(buf) - self.pending]
         pending = values[0]
-        keep = list(buf)[-(self.rows + pending) :] if buf else []
+        history = [*self.gone, *buf]
+        cut = max(0, len(history) - (self.rows + pending))
+        keep = history[cut:]
         new_visible = keep[: max(0, len(keep) - pending)]
         self.buf = deque(keep)
+        self.gone = deque(history[:cut], maxlen=self.gone.maxlen)
         self.pending = min(pending, len(keep))
         out: list[Element] = []
         new_ids = {id(e) for e in new_visible}
