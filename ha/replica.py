@@ -134,6 +134,13 @@ class StageReplica:
         self.snapshot_phase = snapshot_phase
         self.capture = capture
         self.columnar = columnar and columnar_stage_reason(stage, snapshots=bool(snapshot_rows)) is None
+        # A windowed aggregate keeps its state in the columnar engine.
+        self._window_section = (
+            self.columnar
+            and stage.program is not None
+            and stage.output is not None
+            and recognize(stage.program.queries[stage.output]).aggregate is not None
+        )
         self.captures = 0  # tokens of captures taken (0 means none)
         self.captures_lost = 0
         self.capture_error: BaseException | None = None
@@ -169,8 +176,7 @@ class StageReplica:
             out = stage.outputs[0] if stage.outputs else None
             schema = plan.resolve(stage.program.queries[stage.output]).schema
             out_layout = RecordLayout(RowCodec(out.schema if out is not None else schema, plan.Kind.STREAM))
-            stateless = recognize(stage.program.queries[stage.output]).aggregate is None
-            section = ColumnarSection if stateless else ColumnarWindowSection
+            section = ColumnarWindowSection if self._window_section else ColumnarSection
             self.operator = section(stage.program, stage.output, edge.layout, out_layout)
         elif stage.mqo is not None:
             self.operator = MqoSection(stage.mqo, cost)

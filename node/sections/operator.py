@@ -158,6 +158,16 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
     return None
 
 
+def as_records(columns: ColumnBatch, layout: RecordLayout) -> Sequence[Element]:
+    """A stage's output columns as a block of ``layout``'s records; as rows
+    where an integer does not fit int64, refused where the row path refuses
+    it: at sending."""
+    try:
+        return layout.view(layout.columns.encode(columns), 0, len(columns))
+    except OutOfRangeError:
+        return columns.to_elements()
+
+
 class ColumnarSection(OperatorSection):
     """:func:`columnar_reason`'s stages, run on record blocks: a block's
     columns go through the columnar engine and its output is written as
@@ -190,11 +200,7 @@ class ColumnarSection(OperatorSection):
         self.vector.push(name, batch)
         result: Sequence[Element] = []
         if watermark > self.vector.time:
-            columns = self.vector.advance(watermark)[self.output]
-            try:
-                result = self.out.view(self.out.columns.encode(columns), 0, len(columns))
-            except OutOfRangeError:
-                result = columns.to_elements()  # refused where the row path refuses it: at sending
+            result = as_records(self.vector.advance(watermark)[self.output], self.out)
         self._catch_up(self.engine, self.vector.time)
         self.blocks += 1
         self.rows_in += len(rows)
@@ -247,9 +253,6 @@ class ColumnarWindowSection(TimedSection):
         if watermark > self.engine.time:
             columns = self.engine.advance(watermark)[self.output]
             if len(columns):
-                try:
-                    result = self.out.view(self.out.columns.encode(columns), 0, len(columns))
-                except OutOfRangeError:
-                    result = columns.to_elements()  # refused where the row path refuses it: at sending
+                result = as_records(columns, self.out)
         self.busy_s += time.perf_counter() - started
         return result
