@@ -242,7 +242,10 @@ class ExprBinder:
             )
         both_int = lt.name is plan.TypeName.INTEGER and rt.name is plan.TypeName.INTEGER
         result = plan.INTEGER if both_int else plan.FLOAT
-        return plan.Arith(result, expr.op, left, right, nullable=expr.op in ("/", "%"))
+        # Division or modulo gives NULL for a zero divisor; by a non-zero
+        # integer literal, only where the dividend is NULL (can_be_null).
+        by_literal = both_int and isinstance(right, plan.Literal) and right.value != 0
+        return plan.Arith(result, expr.op, left, right, nullable=expr.op in ("/", "%") and not by_literal)
 
 
 def bind_aggregate(call: ast.Call, scope: Scope) -> plan.AggCall:

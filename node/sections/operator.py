@@ -17,7 +17,7 @@ from typing import Protocol
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import ColumnBatch
 from semiactive.node.engine.columnar.shape import NotVectorized, recognize
-from semiactive.node.engine.columnar.vector_engine import VectorEngine, lineage_reason
+from semiactive.node.engine.columnar.vector_engine import VectorEngine
 from semiactive.node.engine.columnar.vector_exprs import columns_read
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
@@ -124,20 +124,17 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
     """Why the stage computing ``output`` keeps the row engine; None when
     the columnar engine runs it on record blocks: selections and
     projections of one stream (:class:`ColumnarSection`), or an aggregate
-    without GROUP BY over a window of them (:class:`ColumnarWindowSection`;
-    not with state ``snapshots``, which only the row engine captures), over
+    (with or without GROUP BY) over a window of them
+    (:class:`ColumnarWindowSection`; not with state ``snapshots``, which
+    only the row engine captures), over
     columns that travel as records (integer, float, char), text only passed
     on, not computed with."""
     try:
         query = recognize(program.queries[output])
     except NotVectorized as exc:
         return str(exc)
-    if query.aggregate is not None:
-        if snapshots:
-            return "a windowed aggregate with snapshot_rows (state snapshots are the row engine's)"
-        reason = lineage_reason(query)
-        if reason is not None:
-            return reason
+    if query.aggregate is not None and snapshots:
+        return "a windowed aggregate with snapshot_rows (state snapshots are the row engine's)"
     decl = program.inputs.get(query.input)
     if decl is None or decl.kind is not plan.Kind.STREAM:
         return "not a stream of the program's inputs"
@@ -155,6 +152,11 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
                 return "an expression over text"
         if isinstance(node, plan.Project):
             types = [c.type.name for c in node.schema.columns]
+    # Text arrives as bytes on record blocks and as str on rows: a group's
+    # key would differ between the two.
+    keys = query.aggregate.group_by if query.aggregate is not None else ()
+    if any(types[i] is plan.TypeName.CHAR for x in keys for i in columns_read(x)):
+        return "a GROUP BY key of text"
     return None
 
 
@@ -214,8 +216,8 @@ class ColumnarSection(OperatorSection):
 
 
 class ColumnarWindowSection(TimedSection):
-    """:func:`columnar_reason`'s windowed stages: an aggregate without GROUP
-    BY over a window of one stream, run on the columnar engine alone, with
+    """:func:`columnar_reason`'s windowed stages: an aggregate over a window
+    of one stream, run on the columnar engine alone, with
     lineage. Every block goes through it, records or rows, large or small
     (a NULL block is decoded, and refused, as the row path refuses it),
     since the window's state lives there only; the engine answers what HA

@@ -32,6 +32,14 @@ RANGE_AGGREGATE = [
     "REGISTER QUERY s2 AS ISTREAM(SELECT SUM(val) AS total, COUNT(*) AS n FROM s1 [Range 100 Slide 10])",
     "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
 ]
+# Stage 2 groups by the key stage 1 computes; the grouped window runs on
+# the columnar engine.
+GROUPED_WINDOW = [
+    "REGISTER QUERY s1 AS SELECT id, val, val % 8 AS k FROM s0 WHERE val >= 0",
+    "REGISTER QUERY s2 AS DSTREAM(SELECT k, SUM(val) AS total, COUNT(*) AS n FROM s1 [Range 100 Slide 10] "
+    "GROUP BY k)",
+    "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
+]
 JOIN = [
     "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
     "REGISTER QUERY s2 AS ISTREAM(SELECT s1.id, s1.val, t0.val AS v2 FROM s1 [Rows 20], t0 [Range 30] "

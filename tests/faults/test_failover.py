@@ -14,6 +14,7 @@ import pytest
 from semiactive.runtime.telemetry import read_jsonl
 from tests.faults.harness import (
     AGGREGATE,
+    GROUPED_WINDOW,
     JOIN,
     RANGE_AGGREGATE,
     SELECTION,
@@ -33,13 +34,12 @@ def _at() -> str:
 
 @pytest.mark.parametrize(
     "queries",
-    [SELECTION, AGGREGATE, RANGE_AGGREGATE],
-    ids=["selection", "windowed aggregate", "columnar window"],
+    [SELECTION, AGGREGATE, RANGE_AGGREGATE, GROUPED_WINDOW],
+    ids=["selection", "windowed aggregate", "columnar window", "columnar grouped window"],
 )
 def test_sigkill_the_middle_primary_at_a_random_time(tmp_path: Path, queries: list[str]) -> None:
     out = run(protected_chain(tmp_path, queries), tmp_path / "run", "--kill", f"node-2@{_at()}")
-    if queries is not SELECTION:  # its stage 2 computes a `%`, which keeps rows
-        assert_on_record_blocks(tmp_path / "run", "stage-2")  # the window on the columnar engine
+    assert_on_record_blocks(tmp_path / "run", "stage-2")  # the window on the columnar engine
     measured = json.loads((tmp_path / "run" / "telemetry" / "report.json").read_text())
     fault = measured["faults"][0]
     assert fault["detection_ms"] is not None and fault["recovery_ms"] is not None

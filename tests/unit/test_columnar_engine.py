@@ -32,10 +32,21 @@ predicates = st.sampled_from(
         "f * 2 < a",
         "a * b > 100",
         "-a < b",
+        "a % 3 != 0",
+        "(a + b) / -2 < b % 4",
     ]
 )
-projections = st.sampled_from(["*", "a, b", "a * b AS p, f", "b - a AS d, a + 1 AS e, f * a AS g"])
-keeping_a_b = st.sampled_from(["*", "a, b", "b, a, a * b AS p", "a * 2 AS q, b, a"])  # what aggregates read
+projections = st.sampled_from(
+    [
+        "*",
+        "a, b",
+        "a * b AS p, f",
+        "b - a AS d, a + 1 AS e, f * a AS g",
+        "a / -1 AS n, b % 7 AS m, a / 3 AS q",
+    ]
+)
+# what aggregates read
+keeping_a_b = st.sampled_from(["*", "a, b", "b, a, a * b AS p", "a * 2 AS q, b, a", "a % 4 AS a, b / 2 AS b"])
 windows = st.sampled_from(
     ["[Now]", "[Range 3]", "[Range 1]", "[Range 5 Slide 2]", "[Range 2 Slide 4]", "[Rows 1]", "[Rows 2]",
      "[Rows 4]", "[Rows 5 Slide 2]", "[Rows 2 Slide 3]", "[Rows 100 Slide 10]"]
@@ -197,6 +208,9 @@ def test_instants_far_apart_and_near_the_int64_end_group_alike() -> None:
         assert vector.advance_elements(watermark)["g"] == row_engine.advance(watermark)["g"]
 
 
+BY_LITERAL = "by other than a non-zero integer literal (NULL for a zero divisor)"
+
+
 @pytest.mark.parametrize(
     ("query", "why"),
     [
@@ -210,7 +224,9 @@ def test_instants_far_apart_and_near_the_int64_end_group_alike() -> None:
         ),
         ("ISTREAM(SELECT SUM(f) AS s FROM S [Rows 3])", "SUM of a float (exact float sums)"),
         ("ISTREAM(SELECT f, COUNT(*) AS n FROM S [Rows 3] GROUP BY f)", "a GROUP BY key of type float"),
-        ("SELECT a / 2 AS h FROM S", "'/' (division and modulo can be NULL)"),
+        ("SELECT a / b AS h FROM S", f"'/' {BY_LITERAL}"),
+        ("SELECT a % 0 AS h FROM S", f"'%' {BY_LITERAL}"),
+        ("SELECT f / 2 AS h FROM S", f"'/' {BY_LITERAL}"),
         ("ISTREAM(SELECT COUNT(*) AS n FROM S [Range Unbounded])", "[Range Unbounded]"),
         (
             "ISTREAM(SELECT a, COUNT(*) AS n FROM S [Partition By b Rows 2] GROUP BY a)",

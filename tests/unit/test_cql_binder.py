@@ -163,13 +163,21 @@ def test_expression_types_and_nullability() -> None:
     ]
     a = col(0, plan.INTEGER, "a")
     two = plan.Literal(plan.INTEGER, 2)
-    assert root.exprs[1] == plan.Arith(plan.INTEGER, "/", a, two, nullable=True)
-    assert root.exprs[2] == plan.Arith(plan.INTEGER, "%", a, two, nullable=True)
+    # By a non-zero integer literal, NULL only where the dividend is.
+    assert root.exprs[1] == plan.Arith(plan.INTEGER, "/", a, two)
+    assert root.exprs[2] == plan.Arith(plan.INTEGER, "%", a, two)
     assert isinstance(root.exprs[0], plan.Arith) and not root.exprs[0].nullable
     assert root.exprs[4] == plan.Negate(plan.INTEGER, a)
     assert root.exprs[5] == plan.Literal(plan.INTEGER, -1)
     assert root.exprs[6] == plan.Literal(plan.FLOAT, -2.5)
     assert root.exprs[7] == plan.Literal(plan.char(3), "x'y")
+
+
+def test_division_can_be_null_unless_by_a_non_zero_integer_literal() -> None:
+    root = compile_one("SELECT a / a, a % 0, a / -3, a % 2.0, (a / a) % 2, (a * 2) % 5 FROM s")
+    assert isinstance(root, plan.Project)
+    nullable = [plan.can_be_null(x) for x in root.exprs]
+    assert nullable == [True, True, False, True, True, False]
 
 
 def test_boolean_operators_are_flattened_and_typed() -> None:
@@ -541,7 +549,6 @@ def test_fig7_widens_the_recursive_union_to_float(subqueries: int) -> None:
             "%",
             col(0, plan.INTEGER, "id"),
             plan.Literal(plan.INTEGER, subqueries),
-            nullable=True,
         ),
         plan.Literal(plan.INTEGER, 0),
     )

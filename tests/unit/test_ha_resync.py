@@ -140,7 +140,30 @@ COLUMNAR = {
     "wide sliding range": (
         "ISTREAM(SELECT SUM(val) AS s FROM (SELECT val FROM s0 WHERE val < 700) [Range 30 Slide 7] AS x)"
     ),
+    # GROUP BY (the id is val % 4 here, see _grouped): each group's row
+    # compared with its previous one, per group.
+    "group by over range": "ISTREAM(SELECT id, SUM(val) AS s, COUNT(*) AS n FROM s0 [Range 9] GROUP BY id)",
+    "group by over sliding range": (
+        "DSTREAM(SELECT id, MAX(val) AS hi, AVG(val) AS a FROM s0 [Range 12 Slide 5] GROUP BY id)"
+    ),
+    "group by over now": "ISTREAM(SELECT id, COUNT(*) AS n FROM s0 [Now] GROUP BY id)",
+    "group by over rows": "DSTREAM(SELECT id, MIN(val) AS lo FROM s0 [Rows 15] GROUP BY id)",
+    "group by over rows with slide": (
+        "ISTREAM(SELECT id, SUM(val) AS s FROM s0 [Rows 20 Slide 7] GROUP BY id)"
+    ),
+    "group by over rows slide DSTREAM": (
+        "DSTREAM(SELECT id, SUM(val) * 2 AS s2, COUNT(*) AS n "
+        "FROM (SELECT * FROM s0 WHERE val < 800) [Rows 9 Slide 4] AS x GROUP BY id)"
+    ),
+    "partition window": (
+        "ISTREAM(SELECT id, SUM(val) AS s FROM s0 [Partition By id Rows 3] AS x GROUP BY id)"
+    ),
 }
+
+
+def _grouped(rows: list[Element]) -> list[Element]:
+    """The harness's rows with a few ids (val % 4): groups that recur."""
+    return [(*r[:3], int(r[4]) % 4, *r[4:]) for r in rows]  # type: ignore[call-overload]
 
 
 @pytest.mark.parametrize("kind", list(COLUMNAR))
@@ -154,7 +177,7 @@ def test_a_columnar_window_stage_rebuilt_from_any_level1_point_emits_what_its_pr
     assert isinstance(replica(stage, columnar=True).operator, ColumnarWindowSection)
     checked = 0
     for seed in range(6):
-        rows = source_rows(160, seed)
+        rows = _grouped(source_rows(160, seed))
         checked += _check(stage, {stage.inputs[0].id: rows}, seed, columnar=True)[0]
     assert checked >= 12
 

@@ -166,8 +166,27 @@ QUERIES = {
     "now": "RSTREAM(SELECT MAX(id) AS m FROM s0 [Now])",
     "rows slide": "ISTREAM(SELECT SUM(val) AS s, COUNT(*) AS n FROM s0 [Rows 10 Slide 3])",
     "window overflow": f"ISTREAM(SELECT SUM(val * {INT_MAX // 2000}) AS s FROM s0 [Range 3])",
+    # GROUP BY: ids recur (_feed's id is seq % 5)
+    "group by range": (
+        "ISTREAM(SELECT id, SUM(val) AS s, MAX(val) AS hi FROM s0 [Range 4 Slide 2] GROUP BY id)"
+    ),
+    "group by rows slide": (
+        "DSTREAM(SELECT id, COUNT(*) AS n, AVG(val) AS a FROM s0 [Rows 12 Slide 5] GROUP BY id)"
+    ),
+    "group by partition": (
+        "ISTREAM(SELECT id, MIN(val) AS lo FROM s0 [Partition By id Rows 2] AS x GROUP BY id)"
+    ),
 }
-WINDOWED = ("sliding range", "rows", "now", "rows slide", "window overflow")
+WINDOWED = (
+    "sliding range",
+    "rows",
+    "now",
+    "rows slide",
+    "window overflow",
+    "group by range",
+    "group by rows slide",
+    "group by partition",
+)
 
 
 def _stage(tmp_path: Path, kind: str) -> Any:
@@ -233,7 +252,7 @@ def _feed(replicas: list[StageReplica], stage: Any, batches: list[tuple[int, str
     codec = RowCodec(edge.schema, edge.kind)
     seq, ts = 1, 0
     for n, poison, as_rows in batches:
-        rows = [(ts + i // 3, seq + i, 1, seq + i, (seq + i) * 37 % 1000, "pad") for i in range(n)]
+        rows = [(ts + i // 3, seq + i, 1, (seq + i) % 5, (seq + i) * 37 % 1000, "pad") for i in range(n)]
         blob = _wire(codec, rows, poison if n else None)
         for rep in replicas:
             inputs = rep.inputs.edges[0]
@@ -272,7 +291,7 @@ def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
     reasons = {
         "window": "SELECT SUM(val) AS s FROM s0 [Range 10]",
         "text": "SELECT * FROM s0 WHERE pad = 'x'",
-        "group by": "ISTREAM(SELECT id, COUNT(*) AS n FROM s0 [Range 10] GROUP BY id)",
+        "text key": "ISTREAM(SELECT pad, COUNT(*) AS n FROM s0 [Range 10] GROUP BY pad)",
     }
     for name, query in reasons.items():
         (tmp_path / name).mkdir()

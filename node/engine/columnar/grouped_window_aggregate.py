@@ -18,6 +18,12 @@ arguments (:mod:`.window_aggregate`) give the aggregates.
 
 Each query also gets the index of the same group's previous query in this
 call (-1: the group's row before this call, which the caller keeps).
+
+Given the tuples' lineages (an HA stage's input positions), it carries those
+too: the oldest carried one is the oldest input the state depends on
+(:meth:`GroupedWindowAggregate.state_low`). A group's row at the last instant
+evaluated is made of carried tuples only: a tuple that left its group's
+window touched the group as it left, so the row after that is without it.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class GroupedWindowAggregate:
         range_ms: int,
         slide: int,
         partition: bool = False,
+        lineage: bool = False,
     ) -> None:
         self.calls = list(calls)
         self.rows = rows
@@ -73,10 +80,20 @@ class GroupedWindowAggregate:
         self.keys: list[Array] = [np.empty(0, dtype=np.int64) for _ in range(keys)]
         self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
         self.first = 0  # Rows: the arrival index of the first carried tuple
+        self.lin: Int64s | None = np.empty(0, dtype=np.int64) if lineage else None
 
     def advance(
-        self, ts: Int64s, keys: Sequence[Array], args: Sequence[Array], done: int, watermark: int
+        self,
+        ts: Int64s,
+        keys: Sequence[Array],
+        args: Sequence[Array],
+        done: int,
+        watermark: int,
+        lin: Int64s | None = None,
     ) -> GroupedEvaluated:
+        """Add tuples ``ts`` (all in ``(done, watermark]``) with their key and
+        argument values (and lineages, if kept), and evaluate every
+        (instant, group) the window's changes touch in ``(done, watermark]``."""
         carried = len(self.ts)
         all_ts = np.concatenate((self.ts, ts)) if carried else ts
         all_keys = [join(a, b) for a, b in zip(self.keys, keys, strict=True)]
@@ -116,9 +133,52 @@ class GroupedWindowAggregate:
         self.ts = all_ts[keep]
         self.keys = [k[keep] for k in all_keys]
         self.args = [a[keep] for a in all_args]
+        if self.lin is not None:
+            assert lin is not None
+            self.lin = np.concatenate((self.lin, lin))[keep] if carried else lin[keep]
         if self.partition:
             self.index_in_group = position[keep]
         return GroupedEvaluated(q_inst, tuple(k[q_index] for k in all_keys), hi > lo, columns, previous)
+
+    def state_low(self) -> int | None:
+        """The oldest lineage of the tuples carried: they are kept in arrival
+        order (a partition window's are each group's last ones, a subset)."""
+        return int(self.lin[0]) if self.lin is not None and len(self.lin) else None
+
+    def counters(self) -> tuple[int, ...]:
+        """The HA counter: a ``[Rows N Slide M]`` window's slide phase (the
+        tuples since its last boundary)."""
+        if self.rows is None or self.partition or self.slide == 1:
+            return ()
+        return ((self.first + len(self.ts)) % self.slide,)
+
+    def restore_phase(self, pending: int) -> tuple[tuple[Array, ...], tuple[Array, ...]]:
+        """Adopt another replica's slide phase (after a rebuild from rows,
+        whose own phase counts from the rows it was given): number the
+        arrivals so that ``pending`` tuples follow the last boundary, keep
+        the newest ``rows + pending``, and return each group of the window
+        visible then: its key values and one aggregate per call."""
+        assert self.rows is not None and not self.partition
+        carried = len(self.ts)
+        self.first += (pending - self.first - carried) % self.slide
+        keep_from = max(0, carried - self.rows - pending)
+        self.first += keep_from
+        self.ts = self.ts[keep_from:]
+        self.keys = [k[keep_from:] for k in self.keys]
+        self.args = [a[keep_from:] for a in self.args]
+        if self.lin is not None:
+            self.lin = self.lin[keep_from:]
+        end = max(0, len(self.ts) - pending)
+        start = max(0, end - self.rows)
+        rank = _ranks([k[start:end] for k in self.keys], end - start)
+        order = np.argsort(rank, kind="stable")
+        sorted_rank = rank[order]
+        lo = np.flatnonzero(np.r_[True, sorted_rank[1:] != sorted_rank[:-1]]) if len(order) else order
+        hi = np.r_[lo[1:], len(order)].astype(np.int64)
+        keys = tuple(k[start:end][order][lo] for k in self.keys)
+        args = (a[start:end][order] for a in self.args)
+        columns = tuple(aggregate(call, a, lo, hi) for call, a in zip(self.calls, args, strict=True))
+        return keys, columns
 
     def _range(self, ts: Int64s, done: int, watermark: int) -> Windows:
         slide, life = self.slide, self.range_ms

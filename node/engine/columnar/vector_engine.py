@@ -7,8 +7,7 @@ up to it, element for element what the row engine returns. It runs only
 programs whose requested queries are all recognized (:mod:`.shape`). Its
 outputs carry lineage 0 (as the row engine's without lineage tracking).
 With ``lineage=True`` it answers what an HA stage asks of an engine
-(:meth:`VectorEngine.state_low`, counters), for queries without GROUP BY
-(:func:`lineage_reason`).
+(:meth:`VectorEngine.state_low`, counters).
 """
 
 from __future__ import annotations
@@ -27,17 +26,6 @@ from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import BEFORE_TIME, EvaluationError, LateInputError, UnsortedInputError
 
 
-def lineage_reason(query: VectorQuery) -> str | None:
-    """Why the columnar engine cannot run ``query`` for an HA stage (None:
-    it can): what it would have to keep and hand over is the row engine's."""
-    spec = query.aggregate
-    if spec is None:
-        return None
-    if spec.group_by:
-        return "a GROUP BY (its groups' state stays with the row engine)"
-    return None
-
-
 class _Query:
     def __init__(self, query: VectorQuery, lineage: bool = False) -> None:
         self.query = query
@@ -54,6 +42,7 @@ class _Query:
                 range_ms=spec.range_ms,
                 slide=spec.slide,
                 partition=spec.partition,
+                lineage=lineage,
             )
         elif spec is not None:
             self.window = WindowAggregate(
@@ -85,19 +74,37 @@ class _Query:
             evaluate(call.arg, batch.columns, n) if call.arg is not None else np.empty(n, dtype=np.int64)
             for call in spec.calls
         ]
+        lin = batch.lin if self.lineage else None
         if self.grouped is not None:
             keys = [evaluate(x, batch.columns, n) for x in spec.group_by]
-            return self._grouped_to_stream(spec, self.grouped.advance(batch.ts, keys, args, done, watermark))
+            evaluated = self.grouped.advance(batch.ts, keys, args, done, watermark, lin)
+            return self._grouped_to_stream(spec, evaluated)
         assert self.window is not None
-        lin = batch.lin if self.lineage else None
         return self._to_stream(spec, self.window.advance(batch.ts, args, done, watermark, lin))
+
+    def state_low(self) -> int | None:
+        window = self.window or self.grouped
+        return window.state_low() if window is not None else None
+
+    def counters(self) -> tuple[int, ...]:
+        window = self.window or self.grouped
+        return window.counters() if window is not None else ()
 
     def restore_phase(self, pending: int) -> None:
         """Adopt another replica's slide phase: the window keeps what the
-        phase needs, and the aggregate's row is the one visible then (the
-        row ISTREAM and DSTREAM compare the next one with)."""
+        phase needs, and the aggregate's rows are the ones visible then (the
+        rows ISTREAM and DSTREAM compare the next ones with)."""
         spec = self.query.aggregate
-        assert spec is not None and self.window is not None
+        assert spec is not None
+        if self.grouped is not None:
+            keys, values = self.grouped.restore_phase(pending)
+            columns = (*keys, *values)
+            if spec.project is not None:
+                columns = tuple(evaluate(x, columns, len(keys[0])) for x in spec.project)
+            index = np.arange(len(keys[0]), dtype=np.int64)
+            self.groups = dict(zip(_rows_at(keys, index), _rows_at(columns, index), strict=True))
+            return
+        assert self.window is not None
         columns, present = self.window.restore_phase(pending)
         if spec.project is not None:
             columns = tuple(evaluate(x, columns, 1) for x in spec.project)
@@ -243,9 +250,6 @@ class VectorEngine:
         for name in names:
             try:
                 query = recognize(program.queries[name])
-                reason = lineage_reason(query) if lineage else None
-                if reason is not None:
-                    raise NotVectorized(reason)
             except NotVectorized as exc:
                 raise NotVectorized(f"query {name}: {exc}") from None
             self.queries[name] = _Query(query, lineage)
@@ -311,17 +315,13 @@ class VectorEngine:
     def state_low(self) -> int | None:
         """The oldest input lineage a window or a queued batch still holds."""
         lows = [int(batch.lin[0]) for batch in self.pending.values() if len(batch.lin)]
-        lows += [
-            low
-            for q in self.queries.values()
-            if q.window is not None and (low := q.window.state_low()) is not None
-        ]
+        lows += [low for q in self.queries.values() if (low := q.state_low()) is not None]
         return min(lows) if lows else None
 
     def counters(self) -> tuple[tuple[int, ...], ...]:
         """History-dependent counters, per query: a ``[Rows N Slide M]``
         window's slide phase, else none."""
-        return tuple(q.window.counters() if q.window is not None else () for q in self.queries.values())
+        return tuple(q.counters() for q in self.queries.values())
 
     def restore_counters(self, values: Sequence[tuple[int, ...]]) -> dict[str, list[Element]]:
         """Adopt another replica's counters after a rebuild. What that
@@ -332,8 +332,7 @@ class VectorEngine:
         if len(values) != len(queries):
             raise ValueError("counter snapshot does not match this program")
         for query, value in zip(queries, values, strict=True):
-            mine = query.window.counters() if query.window is not None else ()
-            if len(value) != len(mine):
+            if len(value) != len(query.counters()):
                 raise ValueError("counter snapshot does not match this program")
             if value:
                 query.restore_phase(int(value[0]))

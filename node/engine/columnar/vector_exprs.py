@@ -43,8 +43,8 @@ def unsupported(expr: plan.Expr) -> str | None:
     if isinstance(expr, plan.Literal):
         return None
     if isinstance(expr, plan.Arith):
-        if expr.op not in _ARITH:
-            return f"'{expr.op}' (division and modulo can be NULL)"
+        if expr.op not in _ARITH and _literal_divisor(expr) is None:
+            return f"'{expr.op}' by other than a non-zero integer literal (NULL for a zero divisor)"
         if expr.nullable:
             return "an expression that can be NULL"
         return unsupported(expr.left) or unsupported(expr.right)
@@ -84,6 +84,9 @@ def evaluate(expr: plan.Expr, columns: Sequence[Array], n: int) -> Array:
     if isinstance(expr, plan.Literal):
         return _literal(expr.value, n)
     if isinstance(expr, plan.Arith):
+        divisor = _literal_divisor(expr)
+        if divisor is not None:
+            return _divide(expr.op, evaluate(expr.left, columns, n), divisor)
         return _arith(_ARITH[expr.op], evaluate(expr.left, columns, n), evaluate(expr.right, columns, n))
     if isinstance(expr, plan.Negate):
         value = evaluate(expr.operand, columns, n)
@@ -138,6 +141,39 @@ def _arith(op: Callable[[Any, Any], Any], left: Array, right: Array) -> Array:
     elif left.dtype == object or right.dtype == object:
         left, right = left.astype(object), right.astype(object)
     return np.asarray(op(left, right))
+
+
+def _literal_divisor(expr: plan.Arith) -> int | None:
+    """``k`` of an integer ``x / k`` or ``x % k`` with a non-zero literal
+    ``k`` (NULL only where ``x`` is), else None."""
+    right = expr.right
+    if (
+        expr.op in ("/", "%")
+        and expr.type.name is plan.TypeName.INTEGER
+        and isinstance(right, plan.Literal)
+        and type(right.value) is int
+        and right.value != 0
+    ):
+        return right.value
+    return None
+
+
+def _divide(op: str, left: Array, k: int) -> Array:
+    """``left / k`` or ``left % k``, truncating toward zero as the row
+    engine does (the remainder takes the dividend's sign). Over magnitudes:
+    ``abs`` of int64's lowest value, and a quotient beyond int64, need
+    Python integers."""
+    if left.dtype != np.int64 or (len(left) and int(left.min()) == INT64[0]) or abs(k) > INT64[1]:
+        left = left.astype(object)
+    magnitude = np.abs(left)
+    negative = np.asarray(left < 0, dtype=bool)
+    if op == "%":
+        out = magnitude % abs(k)
+        flip = negative
+    else:
+        out = magnitude // abs(k)
+        flip = negative != (k < 0)
+    return np.where(flip, -out, out)
 
 
 def _comparable(left: Array, right: Array) -> tuple[Array, Array]:
