@@ -16,6 +16,12 @@ row, to the reference recomputed from the source's stream. The source
 writes no row log (``log: false``: its JSON Lines were half its CPU); the
 check makes its stream again from its seed and rate. ``--source-log``
 writes the log, as before.
+
+``--grouped`` runs a GROUP BY job instead: a stage that computes a key
+(``val % 8``), then ``ISTREAM(SELECT k, SUM(val), COUNT(*) ... [Range 100
+Slide 10] GROUP BY k)``, then the sink (4 processes), with logs of
+200,000 rows (``queue_rows``: the window stage's cut trails its input by
+the window and its sink's acknowledgements).
 """
 
 from __future__ import annotations
@@ -38,6 +44,16 @@ from semiactive.launcher.cluster import run_cluster
 from semiactive.oracle.verify import check_run
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "paper-chain.yaml"
+KEY = "REGISTER QUERY s1 AS SELECT val, val % 8 AS k FROM readings"
+GROUPED = [
+    {"name": "key-1", "node": "node-1", "query": KEY},
+    {
+        "name": "sum-2",
+        "node": "node-2",
+        "query": "REGISTER QUERY s2 AS "
+        "ISTREAM(SELECT k, SUM(val) AS s, COUNT(*) AS n FROM s1 [Range 100 Slide 10] GROUP BY k)",
+    },
+]
 
 
 def with_rate(rate: int, directory: Path, args: argparse.Namespace) -> Path:
@@ -45,6 +61,10 @@ def with_rate(rate: int, directory: Path, args: argparse.Namespace) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
     cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": rate}]
     cfg["sources"][0]["log"] = args.source_log
+    if args.grouped:
+        cfg["stages"] = GROUPED
+        cfg["sinks"][0]["input"] = "s2"
+        cfg["queue_rows"] = 200_000
     if args.sas is not None:
         spare = len(cfg["stages"]) + 1  # node-4, node-5, ...
         for i, stage in enumerate(cfg["stages"]):
@@ -95,13 +115,15 @@ def main() -> int:
     parser.add_argument("--batch-rows", type=int, help="the cluster's batch_rows (default: the default)")
     parser.add_argument("--sas", type=int, metavar="B", help="SAS on every stage at batch size B")
     parser.add_argument("--source-log", action="store_true", help="the source writes its row log (log: true)")
+    parser.add_argument("--grouped", action="store_true", help="a key stage and a GROUP BY window stage")
     args = parser.parse_args()
     stages = "rows" if args.rows else "record blocks (columnar_stages)"
+    count = 2 if args.grouped else 3
     if args.sas is None:
-        processes = f"5 processes (source, 3 stages on {stages}, sink)"
+        processes = f"{count + 2} processes (source, {count} stages on {stages}, sink)"
     else:
         secondaries = f"each with a SAS secondary at B={args.sas}"
-        processes = f"8 processes (source, 3 stages on {stages} {secondaries}, sink)"
+        processes = f"{2 * count + 2} processes (source, {count} stages on {stages} {secondaries}, sink)"
     print(f"machine: {os.cpu_count()} cores; {processes} on loopback")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)

@@ -35,7 +35,9 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
-from semiactive.node.engine.columnar.window_aggregate import aggregate, join
+from semiactive.node.engine.columnar.grouped_range_sums import GroupedRangeSums
+from semiactive.node.engine.columnar.range_sums import FUNCS
+from semiactive.node.engine.columnar.window_aggregate import aggregate, average, join
 
 _LEAVE, _ENTER = 0, 1
 
@@ -81,6 +83,11 @@ class GroupedWindowAggregate:
         self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
         self.first = 0  # Rows: the arrival index of the first carried tuple
         self.lin: Int64s | None = np.empty(0, dtype=np.int64) if lineage else None
+        # COUNT / SUM / AVG over a range window: the incremental path, until
+        # it gives up (a key or value not an int64, sums that could overflow).
+        self.fast: GroupedRangeSums | None = None
+        if rows is None and not partition and all(call.func in FUNCS for call in calls):
+            self.fast = GroupedRangeSums(calls, keys, range_ms, self.slide, lineage)
 
     def advance(
         self,
@@ -94,6 +101,18 @@ class GroupedWindowAggregate:
         """Add tuples ``ts`` (all in ``(done, watermark]``) with their key and
         argument values (and lineages, if kept), and evaluate every
         (instant, group) the window's changes touch in ``(done, watermark]``."""
+        if self.fast is not None:
+            result = self.fast.advance(ts, keys, args, done, watermark, lin)
+            if result is not None:
+                at, gid, count, sums, previous = result
+                columns = tuple(
+                    average(s, count) if call.func is plan.AggFunc.AVG else s
+                    for call, s in zip(self.calls, sums, strict=True)
+                )
+                group_keys = tuple(k[gid] for k in self.fast.key_values)
+                return GroupedEvaluated(at, group_keys, count > 0, columns, previous)
+            self.ts, self.keys, self.args, self.lin = self.fast.carried()
+            self.fast = None
         carried = len(self.ts)
         all_ts = np.concatenate((self.ts, ts)) if carried else ts
         all_keys = [join(a, b) for a, b in zip(self.keys, keys, strict=True)]
@@ -143,6 +162,8 @@ class GroupedWindowAggregate:
     def state_low(self) -> int | None:
         """The oldest lineage of the tuples carried: they are kept in arrival
         order (a partition window's are each group's last ones, a subset)."""
+        if self.fast is not None:
+            return self.fast.state_low()
         return int(self.lin[0]) if self.lin is not None and len(self.lin) else None
 
     def counters(self) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
 
 # Prefix sums stay below this in magnitude (int64 holds 2**63 - 1).
-_SUM_LIMIT = 2**62
+SUM_LIMIT = 2**62
 
 FUNCS = (plan.AggFunc.COUNT, plan.AggFunc.SUM, plan.AggFunc.AVG)
 
@@ -111,9 +111,9 @@ class RangeSums:
         if any(a.dtype != np.int64 for a in summed):
             return None
         largest = max((max(-int(a.min()), int(a.max())) for a in summed if len(a)), default=0)
-        if self.bound + largest * len(ts) >= _SUM_LIMIT:
+        if self.bound + largest * len(ts) >= SUM_LIMIT:
             self._rebase()
-            if self.bound + largest * len(ts) >= _SUM_LIMIT:
+            if self.bound + largest * len(ts) >= SUM_LIMIT:
                 return None
         self.bound += largest * len(ts)
         self.ts.append(ts)
