@@ -1,4 +1,4 @@
-"""The incremental GROUP BY COUNT / SUM / AVG of a range window
+"""The incremental GROUP BY COUNT / SUM / AVG / MIN / MAX of a range window
 (GroupedRangeSums) against the general algorithm it short-cuts
 (GroupedWindowAggregate sorting every carried tuple): same queries in the
 same order, same keys, values, previous-query links and lineage low, call
@@ -19,6 +19,8 @@ CALLS = (
     plan.AggCall(plan.AggFunc.COUNT, None, plan.INTEGER),
     plan.AggCall(plan.AggFunc.SUM, plan.ColRef(plan.INTEGER, 0, "a"), plan.INTEGER),
     plan.AggCall(plan.AggFunc.AVG, plan.ColRef(plan.INTEGER, 1, "b"), plan.FLOAT),
+    plan.AggCall(plan.AggFunc.MAX, plan.ColRef(plan.INTEGER, 0, "a"), plan.INTEGER),
+    plan.AggCall(plan.AggFunc.MIN, plan.ColRef(plan.INTEGER, 1, "b"), plan.INTEGER),
 )
 
 
@@ -70,8 +72,8 @@ def test_grouped_range_sums_give_what_the_general_algorithm_gives(
         b = rnd.integers(-50, 50, n).astype(np.int64)
         garbage = np.empty(n, dtype=np.int64)  # COUNT's argument is never read
         lin = np.arange(seq, seq + n, dtype=np.int64)
-        got = fast.advance(ts, key_columns, [garbage, a, b], done, watermark, lin)
-        want = general.advance(ts, key_columns, [garbage.copy(), a, b], done, watermark, lin)
+        got = fast.advance(ts, key_columns, [garbage, a, b, a, b], done, watermark, lin)
+        want = general.advance(ts, key_columns, [garbage.copy(), a, b, a, b], done, watermark, lin)
         _same(got, want)
         assert fast.state_low() == general.state_low()
         done, ts_next, seq = watermark, watermark + 1, seq + n
@@ -89,8 +91,8 @@ def test_groups_gone_are_renumbered_and_keys_seen_again_are_new_groups() -> None
             ids[:50] = np.arange(50)  # the first call's keys again
         values = (ids * 7) % 100
         lin = ids + 1
-        got = fast.advance(ts, [ids], [ids, values, values], k * 50, k * 50 + 50, lin)
-        want = general.advance(ts, [ids], [ids, values, values], k * 50, k * 50 + 50, lin)
+        got = fast.advance(ts, [ids], [ids, values, values, values, ids], k * 50, k * 50 + 50, lin)
+        want = general.advance(ts, [ids], [ids, values, values, values, ids], k * 50, k * 50 + 50, lin)
         _same(got, want)
         assert fast.state_low() == general.state_low()
     assert fast.fast is not None
@@ -104,8 +106,8 @@ def test_a_sum_past_int64_hands_the_tuples_to_the_general_algorithm() -> None:
         ids = np.arange(8, dtype=np.int64) % 3
         values = np.full(8, value, dtype=np.int64)
         lin = np.arange(k * 8 + 1, k * 8 + 9, dtype=np.int64)
-        got = fast.advance(ts, [ids], [ids, values, ids], k * 10, k * 10 + 10, lin)
-        want = general.advance(ts, [ids], [ids, values, ids], k * 10, k * 10 + 10, lin)
+        got = fast.advance(ts, [ids], [ids, values, ids, values, ids], k * 10, k * 10 + 10, lin)
+        want = general.advance(ts, [ids], [ids, values, ids, values, ids], k * 10, k * 10 + 10, lin)
         _same(got, want)
         assert fast.state_low() == general.state_low() == 1
         assert (fast.fast is None) == (k > 0)

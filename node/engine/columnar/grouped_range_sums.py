@@ -1,5 +1,5 @@
-"""COUNT / SUM / AVG per group over a ``[Range T Slide L]`` window, in time
-linear in the tuples carried, with no sort of them.
+"""COUNT / SUM / AVG / MIN / MAX per group over a ``[Range T Slide L]``
+window, in time linear in the tuples carried, with no sort of them.
 
 :class:`~.grouped_window_aggregate.GroupedWindowAggregate` sorts every
 carried tuple by (group, position) at each call, several times: in an HA
@@ -8,9 +8,9 @@ against the few thousand a call brings, and the stage took twice the CPU
 of the row engine. Here each group has a stable number, and the carried
 tuples are also kept in (group, arrival) order: a call merges its new
 tuples into that order and drops those that left (linear moves), takes
-prefix sums over it, and answers each (instant, group) the window's
-changes touch with two binary searches, a group's tuples in a range of
-arrivals being a run of that order.
+prefix sums (or a table of range minima) over it, and answers each
+(instant, group) the window's changes touch with two binary searches, a
+group's tuples in a range of arrivals being a run of that order.
 
 It gives up (:meth:`GroupedRangeSums.advance` returns None, changing
 nothing) for a key or argument that is not an int64, or sums that could
@@ -27,13 +27,14 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.range_sums import SUM_LIMIT, Tail
+from semiactive.node.engine.columnar.window_aggregate import range_extreme
 
 _LEAVE, _ENTER = 0, 1
 
 
 class GroupedRangeSums:
-    """``calls`` (COUNT, SUM, AVG; :data:`~.range_sums.FUNCS`) per group of
-    ``keys`` key columns over ``[Range range_ms Slide slide]``."""
+    """``calls`` per group of ``keys`` key columns over ``[Range range_ms
+    Slide slide]``."""
 
     def __init__(
         self, calls: Sequence[plan.AggCall], keys: int, range_ms: int, slide: int, lineage: bool
@@ -41,7 +42,10 @@ class GroupedRangeSums:
         self.calls = list(calls)
         self.range_ms = range_ms
         self.slide = slide
-        self.summed = [k for k, call in enumerate(self.calls) if call.func is not plan.AggFunc.COUNT]
+        # The calls that read their argument's values (all but COUNT), and
+        # those of them that add the values up.
+        self.valued = [k for k, call in enumerate(self.calls) if call.func is not plan.AggFunc.COUNT]
+        self.adds = [call.func in (plan.AggFunc.SUM, plan.AggFunc.AVG) for call in self.calls]
         # Arrival order: timestamps, group numbers, lineages.
         self.ts = Tail(np.int64)
         self.gid = Tail(np.int64)
@@ -50,7 +54,7 @@ class GroupedRangeSums:
         # (group, arrival) order: group numbers, arrival numbers, arguments.
         self.by_group: Int64s = np.empty(0, dtype=np.int64)
         self.arrival: Int64s = np.empty(0, dtype=np.int64)
-        self.values: list[Int64s] = [np.empty(0, dtype=np.int64) for _ in self.summed]
+        self.values: list[Int64s] = [np.empty(0, dtype=np.int64) for _ in self.valued]
         # Group numbers: a key's number, and each number's key values.
         self.numbers: dict[tuple[object, ...], int] = {}
         self.key_values: list[Int64s] = [np.empty(0, dtype=np.int64) for _ in range(keys)]
@@ -65,7 +69,7 @@ class GroupedRangeSums:
         order = np.argsort(self.arrival, kind="stable")
         gid = self.by_group[order]
         keys: list[Array] = [k[gid] for k in self.key_values]
-        values = dict(zip(self.summed, (v[order] for v in self.values), strict=True))
+        values = dict(zip(self.valued, (v[order] for v in self.values), strict=True))
         n = len(order)
         args = [values.get(k, np.zeros(n, dtype=np.int64)) for k in range(len(self.calls))]
         lin = self.lin.view.copy() if self.lin is not None else None
@@ -84,15 +88,18 @@ class GroupedRangeSums:
         every (instant, group) the window's changes touch in ``(done,
         watermark]``, in the order the row engine meets them: the instant,
         the group's number (its key values are :attr:`key_values` there),
-        the window's count in the group, each call's column (COUNT, or the
-        sum for SUM and AVG: the caller divides) and the index of the same
-        group's previous query here (-1: none). None, changing nothing,
-        where it gives up."""
-        summed = [args[k] for k in self.summed]
-        if any(a.dtype != np.int64 for a in (*summed, *keys)):
+        the window's count in the group, each call's column (COUNT, MIN,
+        MAX, or the sum for SUM and AVG: the caller divides) and the index
+        of the same group's previous query here (-1: none). None, changing
+        nothing, where it gives up."""
+        valued = [args[k] for k in self.valued]
+        if any(a.dtype != np.int64 for a in (*valued, *keys)):
             return None
         n = len(self.arrival) + len(ts)
-        extremes = (max(-int(v.min()), int(v.max())) for v in (*self.values, *summed) if len(v))
+        added = [
+            v for k, *both in zip(self.valued, self.values, valued, strict=True) if self.adds[k] for v in both
+        ]
+        extremes = (max(-int(v.min()), int(v.max())) for v in added if len(v))
         largest = max(extremes, default=0)
         if largest * n >= SUM_LIMIT:
             return None
@@ -101,7 +108,7 @@ class GroupedRangeSums:
         gid = self._numbers(keys)
         if (len(self.numbers) + 1) * (n + 1) >= SUM_LIMIT:
             return None
-        self._merge(ts, gid, summed, lin)
+        self._merge(ts, gid, valued, lin)
         all_ts = self.ts.view
         slide, life = self.slide, self.range_ms
         # As RangeSums: only tuples before watermark - T can leave by the
@@ -121,11 +128,14 @@ class GroupedRangeSums:
         start = np.searchsorted(composite, q_gid * span + lo, side="left")
         stop = np.searchsorted(composite, q_gid * span + hi, side="left")
         count = (stop - start).astype(np.int64)
-        sums = {}
-        for k, values in zip(self.summed, self.values, strict=True):
-            prefix = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values)))
-            sums[k] = prefix[stop] - prefix[start]
-        columns: list[Array] = [sums.get(k, count) for k in range(len(self.calls))]
+        found = {}
+        for k, values in zip(self.valued, self.values, strict=True):
+            if self.adds[k]:
+                prefix = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values)))
+                found[k] = prefix[stop] - prefix[start]
+            else:  # each group's run of the window: a range of this order
+                found[k] = range_extreme(values, start, stop, largest=self.calls[k].func is plan.AggFunc.MAX)
+        columns: list[Array] = [found.get(k, count) for k in range(len(self.calls))]
         self._cut(int(np.searchsorted(leave, watermark, side="right")))
         return q_inst, q_gid, count, columns, _previous(q_gid)
 
@@ -155,7 +165,7 @@ class GroupedRangeSums:
             self.key_values = [np.concatenate((k, columns[:, c])) for c, k in enumerate(self.key_values)]
         return ids[inverse.reshape(-1)]
 
-    def _merge(self, ts: Int64s, gid: Int64s, summed: Sequence[Int64s], lin: Int64s | None) -> None:
+    def _merge(self, ts: Int64s, gid: Int64s, valued: Sequence[Int64s], lin: Int64s | None) -> None:
         """Append the new tuples in arrival order, and insert them into the
         (group, arrival) order at the end of their groups' runs."""
         arrival = self.first + len(self.ts) + np.arange(len(ts), dtype=np.int64)
@@ -167,7 +177,7 @@ class GroupedRangeSums:
         where = np.searchsorted(self.by_group, gid[order], side="right")
         self.by_group = np.insert(self.by_group, where, gid[order])
         self.arrival = np.insert(self.arrival, where, arrival[order])
-        self.values = [np.insert(v, where, s[order]) for v, s in zip(self.values, summed, strict=True)]
+        self.values = [np.insert(v, where, s[order]) for v, s in zip(self.values, valued, strict=True)]
 
     def _cut(self, n: int) -> None:
         """Drop the ``n`` oldest tuples: they left the window for good."""

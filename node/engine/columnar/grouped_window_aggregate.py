@@ -36,7 +36,6 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.grouped_range_sums import GroupedRangeSums
-from semiactive.node.engine.columnar.range_sums import FUNCS
 from semiactive.node.engine.columnar.window_aggregate import aggregate, average, join
 
 _LEAVE, _ENTER = 0, 1
@@ -83,10 +82,10 @@ class GroupedWindowAggregate:
         self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
         self.first = 0  # Rows: the arrival index of the first carried tuple
         self.lin: Int64s | None = np.empty(0, dtype=np.int64) if lineage else None
-        # COUNT / SUM / AVG over a range window: the incremental path, until
-        # it gives up (a key or value not an int64, sums that could overflow).
+        # A range window: the incremental path, until it gives up (a key or
+        # value not an int64, sums that could overflow).
         self.fast: GroupedRangeSums | None = None
-        if rows is None and not partition and all(call.func in FUNCS for call in calls):
+        if rows is None and not partition:
             self.fast = GroupedRangeSums(calls, keys, range_ms, self.slide, lineage)
 
     def advance(
