@@ -51,7 +51,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -359,13 +358,6 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: fl
         if time.monotonic() > deadline:
             raise DeployTestError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(every)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # -- phases ------------------------------------------------------------------------------------
@@ -980,7 +972,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     shutil.rmtree(state, ignore_errors=True)
     for sub in ("tls", "run"):
         (state / sub).mkdir(parents=True)
-    coordinator_port, prometheus_port, postgres_port = free_port(), free_port(), free_port()
+    # Below the ephemeral range: a container restarted on its port (the
+    # failover steps) races the machine's outgoing connections for one
+    # from that range ("address already in use", seen once in CI).
+    from semiactive.launcher.ports import PortAllocator
+
+    ports = PortAllocator()
+    coordinator_port, prometheus_port, postgres_port = ports.take(), ports.take(), ports.take()
     env.update(
         SEMIACTIVE_STATE=str(state),
         SEMIACTIVE_IMAGE=IMAGE,
