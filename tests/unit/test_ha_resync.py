@@ -155,9 +155,6 @@ COLUMNAR = {
         "DSTREAM(SELECT id, SUM(val) * 2 AS s2, COUNT(*) AS n "
         "FROM (SELECT * FROM s0 WHERE val < 800) [Rows 9 Slide 4] AS x GROUP BY id)"
     ),
-    "partition window": (
-        "ISTREAM(SELECT id, SUM(val) AS s FROM s0 [Partition By id Rows 3] AS x GROUP BY id)"
-    ),
 }
 
 
