@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -220,7 +221,7 @@ class _Decoder:
         if tag == "l":
             out = list(map(_value, body))
         elif tag == "q":
-            if not body or not (body[0] is None or (type(body[0]) is int and body[0] >= 0)):
+            if not body or not (body[0] is None or (type(body[0]) is int and 0 <= body[0] <= sys.maxsize)):
                 raise StateFormatError("a malformed deque in a state snapshot")
             out = deque(map(_value, body[1:]), maxlen=body[0])
         elif tag == "d":

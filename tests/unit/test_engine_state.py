@@ -307,6 +307,7 @@ FORGED = [
     b'{"f": ["join synopsis", [7, 0]]}',
     b"[" * 200_000,
     b'{"l": [' * 5_000 + b"1" + b"]}" * 5_000,
+    b'{"q": [9223372036854775808]}',  # a deque's length past ssize_t (found by the test below)
 ]
 
 
