@@ -29,7 +29,7 @@ from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.range_sums import SUM_LIMIT, Tail
 from semiactive.node.engine.columnar.window_aggregate import range_extreme
 
-_LEAVE, _ENTER = 0, 1
+LEAVE, ENTER = 0, 1  # the phases of a window's changes at one instant, in order
 
 
 class GroupedRangeSums:
@@ -103,10 +103,10 @@ class GroupedRangeSums:
         if largest * n >= SUM_LIMIT:
             return None
         if len(self.numbers) > 1024 and len(self.numbers) > 2 * len(self.by_group):
-            self._renumber()  # most groups have no tuple left
+            self._renumber()  # most groups have no tuple left (a change nobody sees)
+        if (len(self.numbers) + len(ts) + 1) * (n + 1) >= SUM_LIMIT:
+            return None  # group * span + arrival could leave int64
         gid = self._numbers(keys)
-        if (len(self.numbers) + 1) * (n + 1) >= SUM_LIMIT:
-            return None
         self._merge(ts, gid, valued, lin)
         all_ts = self.ts.view
         slide, life = self.slide, self.range_ms
@@ -136,7 +136,7 @@ class GroupedRangeSums:
                 found[k] = range_extreme(values, start, stop, largest=self.calls[k].func is plan.AggFunc.MAX)
         columns: list[Array] = [found.get(k, count) for k in range(len(self.calls))]
         self._cut(int(np.searchsorted(leave, watermark, side="right")))
-        return q_inst, q_gid, count, columns, _previous(q_gid)
+        return q_inst, q_gid, count, columns, previous_queries(q_gid)
 
     def _numbers(self, keys: Sequence[Int64s]) -> Int64s:
         """Each new tuple's group number; keys not seen before get the next
@@ -238,7 +238,7 @@ def _events(
     inst = np.concatenate((leave[seen_leave], enter[seen_enter]))
     index = np.concatenate((leave_index[seen_leave], enter_index[seen_enter]))
     phase = np.concatenate(
-        (np.full(int(seen_leave.sum()), _LEAVE, dtype=np.int64), np.full(int(seen_enter.sum()), _ENTER))
+        (np.full(int(seen_leave.sum()), LEAVE, dtype=np.int64), np.full(int(seen_enter.sum()), ENTER))
     )
     ok = (inst > done) & (inst <= watermark)
     inst, index, phase = inst[ok], index[ok], phase[ok]
@@ -259,7 +259,7 @@ def _first_touches(inst: Int64s, gid: Int64s) -> tuple[Int64s, Int64s]:
     return inst[first], gid[first]
 
 
-def _previous(q_gid: Int64s) -> Int64s:
+def previous_queries(q_gid: Int64s) -> Int64s:
     """For each query, the index of the same group's previous query (-1)."""
     by_group = np.lexsort((np.arange(len(q_gid)), q_gid))
     previous = np.full(len(q_gid), -1, dtype=np.int64)

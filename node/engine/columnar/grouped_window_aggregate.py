@@ -35,10 +35,13 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
-from semiactive.node.engine.columnar.grouped_range_sums import GroupedRangeSums
+from semiactive.node.engine.columnar.grouped_range_sums import (
+    ENTER,
+    LEAVE,
+    GroupedRangeSums,
+    previous_queries,
+)
 from semiactive.node.engine.columnar.window_aggregate import aggregate, average, join
-
-_LEAVE, _ENTER = 0, 1
 
 # (instant, tuple index, phase, boundary) of one kind of event, per tuple
 EventPart = tuple[Int64s, Int64s, int, Int64s]
@@ -144,10 +147,7 @@ class GroupedWindowAggregate:
         columns = tuple(
             aggregate(call, values[order], lo, hi) for call, values in zip(self.calls, all_args, strict=True)
         )
-        by_group = np.lexsort((np.arange(len(q_rank)), q_rank))
-        previous = np.full(len(q_rank), -1, dtype=np.int64)
-        same = q_rank[by_group[1:]] == q_rank[by_group[:-1]]
-        previous[by_group[1:][same]] = by_group[:-1][same]
+        previous = previous_queries(q_rank)
         self.ts = all_ts[keep]
         self.keys = [k[keep] for k in all_keys]
         self.args = [a[keep] for a in all_args]
@@ -208,8 +208,8 @@ class GroupedWindowAggregate:
         # never touching their group (the row engine drops them on arrival).
         idx = np.flatnonzero(leave > enter).astype(np.int64)
         parts: list[EventPart] = [
-            (leave[idx], idx, _LEAVE, leave[idx]),
-            (enter[idx], idx, _ENTER, enter[idx]),
+            (leave[idx], idx, LEAVE, leave[idx]),
+            (enter[idx], idx, ENTER, enter[idx]),
         ]
         events = _ordered(parts, done, watermark)
         keep_from = int(np.searchsorted(leave, watermark, side="right"))
@@ -259,7 +259,7 @@ class GroupedWindowAggregate:
         parts: list[EventPart] = []
         # With a slide the evicted tuples leave before the new ones enter;
         # without, the row engine appends the new tuple first.
-        leave_phase, enter_phase = (_LEAVE, _ENTER) if slide > 1 else (_ENTER, _LEAVE)
+        leave_phase, enter_phase = (LEAVE, ENTER) if slide > 1 else (ENTER, LEAVE)
         for boundary, phase in ((leave, leave_phase), (enter, enter_phase)):
             ok = seen & (boundary > before) & (boundary <= total)
             at = ts[boundary[ok] - 1 - first]
