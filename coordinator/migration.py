@@ -149,6 +149,13 @@ class Migrations:
         have = {e.edge: e.seq for e in status.inputs}
         return all(have.get(e.edge, 0) >= e.seq - lag for e in ahead.inputs)
 
+    def abandon(self, reason: str) -> None:
+        """End every migration in progress (the coordinator stops): each
+        started migration gets its end in the events. The stage keeps the
+        views it has, both safe, as after a timeout."""
+        for m in list(self.active.values()):
+            self._abort(m, reason)
+
     def _finish(self, m: Migration, now: float, note: str) -> None:
         del self.active[m.stage]
         self.done += 1

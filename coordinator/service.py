@@ -193,6 +193,7 @@ async def run_service(
             await until
             for task in loops:
                 task.cancel()
+        coordinator.migrations.abandon("the coordinator stopped")
     finally:
         if metrics_server is not None:
             metrics_server.close()

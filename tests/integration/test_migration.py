@@ -50,6 +50,7 @@ def _start(tmp_path: Path, duration: float) -> tuple[subprocess.Popen[str], Path
             what="the nine nodes up",
             timeout=60,
             interval=0.3,
+            ignoring=(subprocess.TimeoutExpired,),  # a status command on a loaded machine
         )
     except BaseException:
         launcher.kill()
@@ -69,8 +70,17 @@ def _a_spare(run_dir: Path) -> str:
         what="a spare",
         timeout=20,
         interval=0.2,
+        ignoring=(subprocess.TimeoutExpired,),
     )
     return str(spares[0])
+
+
+def _migration_ends(run_dir: Path) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in cluster_events(run_dir)
+        if e["event"] in ("migrated", "migration_aborted") and e["stage"] == "join-1"
+    ]
 
 
 def test_stateful_stages_move_and_lose_nothing(tmp_path: Path) -> None:
@@ -126,12 +136,22 @@ def test_a_kill_during_a_migration_is_survived(tmp_path: Path) -> None:
             interval=0.2,
             ignoring=(ValueError,),  # a line being written
         )
+        # The coordinator learns of the takeover from a report, a moment
+        # after the node's event: the migration must end on its own.
+        wait_until(
+            lambda: _migration_ends(run_dir),
+            what="the migration of join-1 ended",
+            timeout=70,  # past the migration's own timeout
+            interval=0.2,
+            ignoring=(ValueError,),
+        )
         launcher.send_signal(signal.SIGINT)  # drains: the run must still be exact
     except BaseException:
         launcher.kill()
         raise
     events = finish_verified(launcher, run_dir)
-    ends = [e for e in events if e["event"] in ("migrated", "migration_aborted") and e["stage"] == "join-1"]
+    ends = _migration_ends(run_dir)
     assert len(ends) == 1, ends
+    assert ends[0].get("reason") != "the coordinator stopped", ends
     primaries = [e["node"] for e in events if e["event"] == "takeover" and e["stage"] == "join-1"]
     assert primaries, "nobody took join-1 over"

@@ -126,3 +126,12 @@ def test_a_target_that_never_catches_up_is_abandoned(tmp_path: Path) -> None:
     cluster.rounds(TIMEOUT_S + 1)
     assert events(cluster) == ["migration_started", "migration_aborted"]
     assert cluster.view("stage-2").primary == "node-2"
+
+
+def test_a_coordinator_that_stops_ends_the_migrations_it_started(tmp_path: Path) -> None:
+    cluster, _ = moving(tmp_path)
+    cluster.rounds(0.3)
+    cluster.coordinator.migrations.abandon("the coordinator stopped")
+    assert events(cluster) == ["migration_started", "migration_aborted"]
+    assert not cluster.coordinator.migrations.active
+    assert cluster.view("stage-2").primary == "node-2"
