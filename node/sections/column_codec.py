@@ -71,6 +71,23 @@ class ColumnCodec:
         lineage = np.arange(first_seq, first_seq + count, dtype=np.int64)
         return ColumnBatch(records["ts"], lineage, tuple(columns))
 
+    def text_as_bytes(self, batch: ColumnBatch) -> ColumnBatch:
+        """``batch`` (made from rows) with its text columns as the UTF-8
+        bytes a block of records holds, so that a value is one key whichever
+        way its rows came (a window stage groups rows of both). Not cut to
+        the column's length: the row engine keeps a longer text whole until
+        it is sent. A column holding a NULL stays as it is, for the engine
+        to refuse as the row path does."""
+        columns = list(batch.columns)
+        for i, column in enumerate(self.schema.columns):
+            values = columns[i]
+            if column.type.name is not plan.TypeName.CHAR or values.dtype.kind != "O" or not len(values):
+                continue
+            texts = values.tolist()
+            if all(type(v) is str for v in texts):
+                columns[i] = np.array([v.encode("utf-8") for v in texts], dtype=bytes)
+        return ColumnBatch(batch.ts, batch.lin, tuple(columns))
+
     def encode(self, batch: ColumnBatch) -> bytes:
         """The batch as wire records; an integer int64 cannot carry (or
         INT64_MIN, NULL's code) is :class:`OutOfRangeError`."""
@@ -82,7 +99,8 @@ class ColumnCodec:
                 values = self._integers(column.name, batch, values)
             elif name is plan.TypeName.CHAR and values.dtype.kind != "S":
                 values = np.array(
-                    [v.encode("utf-8") for v in values.tolist()], dtype=f"S{column.type.length}"
+                    [v if type(v) is bytes else v.encode("utf-8") for v in values.tolist()],
+                    dtype=f"S{column.type.length}",
                 )
             out[f"v{i}"] = values
         return out.tobytes()

@@ -152,11 +152,6 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
                 return "an expression over text"
         if isinstance(node, plan.Project):
             types = [c.type.name for c in node.schema.columns]
-    # Text arrives as bytes on record blocks and as str on rows: a group's
-    # key would differ between the two.
-    keys = query.aggregate.group_by if query.aggregate is not None else ()
-    if any(types[i] is plan.TypeName.CHAR for x in keys for i in columns_read(x)):
-        return "a GROUP BY key of text"
     if query.aggregate is not None and query.aggregate.partition:
         # Measured (docs/columnar.md): it sorts every group's last N tuples
         # at each call, 0.6x the row engine's time in a stage with 1,000 keys.
@@ -252,7 +247,7 @@ class ColumnarWindowSection(TimedSection):
                 self.blocks += batch is not None
             if batch is None:
                 elements = rows.rows() if isinstance(rows, RecordRows) else rows
-                batch = ColumnBatch.from_elements(elements, self.width)
+                batch = self.layout.columns.text_as_bytes(ColumnBatch.from_elements(elements, self.width))
             self.engine.push(name, batch)
             self.rows_in += len(rows)
         result: Sequence[Element] = []

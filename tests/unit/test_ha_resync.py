@@ -151,6 +151,13 @@ COLUMNAR = {
     "group by over rows with slide": (
         "ISTREAM(SELECT id, SUM(val) AS s FROM s0 [Rows 20 Slide 7] GROUP BY id)"
     ),
+    # A text key (the pad is one of three, see _grouped).
+    "group by text over sliding range": (
+        "DSTREAM(SELECT pad, MAX(val) AS hi, COUNT(*) AS n FROM s0 [Range 12 Slide 5] GROUP BY pad)"
+    ),
+    "group by text over rows with slide": (
+        "ISTREAM(SELECT pad, id, SUM(val) AS s FROM s0 [Rows 20 Slide 7] GROUP BY pad, id)"
+    ),
     "group by over rows slide DSTREAM": (
         "DSTREAM(SELECT id, SUM(val) * 2 AS s2, COUNT(*) AS n "
         "FROM (SELECT * FROM s0 WHERE val < 800) [Rows 9 Slide 4] AS x GROUP BY id)"
@@ -159,8 +166,10 @@ COLUMNAR = {
 
 
 def _grouped(rows: list[Element]) -> list[Element]:
-    """The harness's rows with a few ids (val % 4): groups that recur."""
-    return [(*r[:3], int(r[4]) % 4, *r[4:]) for r in rows]  # type: ignore[call-overload]
+    """The harness's rows with a few ids (val % 4) and pads (val % 3):
+    groups that recur."""
+    pads = ("a", "b\u20ac", "")
+    return [(*r[:3], int(r[4]) % 4, r[4], pads[int(r[4]) % 3]) for r in rows]  # type: ignore[call-overload]
 
 
 @pytest.mark.parametrize("kind", list(COLUMNAR))

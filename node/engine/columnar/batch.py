@@ -115,7 +115,7 @@ def concat(first: ColumnBatch, second: ColumnBatch) -> ColumnBatch:
 
 
 def _concat_column(a: Array, b: Array) -> Array:
-    if a.dtype == b.dtype:
+    if a.dtype == b.dtype or a.dtype.kind == b.dtype.kind == "S":  # bytes of two lengths join
         return np.concatenate((a, b))
     out = np.empty(len(a) + len(b), dtype=object)
     out[: len(a)] = a.tolist()

@@ -177,7 +177,9 @@ class WindowAggregate:
 def join(a: Array, b: Array) -> Array:
     if not len(a):
         return b
-    if a.dtype != b.dtype:
+    if not len(b):  # an empty batch's columns are int64 whatever the schema
+        return a
+    if a.dtype != b.dtype and not a.dtype.kind == b.dtype.kind == "S":  # bytes of two lengths join
         return np.concatenate((a.astype(object), b.astype(object)))
     return np.concatenate((a, b))
 
