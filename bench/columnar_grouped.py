@@ -2,12 +2,13 @@
 N tuples (one per ms, 100 keys, val in [-50, 1000)) through each query
 below, in batches; both must give the same rows in the same order.
 
-    python bench/columnar_grouped.py [--tuples 200000] [--batch 10000] [--repeat 2]
+    python bench/columnar_grouped.py [--tuples 200000] [--batch 10000] [--repeat 2] [--text]
 
 Prints tuples/s of both and the ratio per query. The columnar engine is
 fed column batches and returns them (its outputs are not turned into
 tuples inside the clock); the row engine is fed and returns tuples, its
-native form.
+native form. ``--text`` makes the keys text (``char(8)``): strings on
+rows, UTF-8 bytes on columns, as a stage's record blocks hold them.
 """
 
 from __future__ import annotations
@@ -46,16 +47,18 @@ QUERIES = {
 }
 
 
-def make_input(n: int, seed: int = 1) -> list[tuple[int, int, int, int, int]]:
+def make_input(n: int, text: bool, seed: int = 1) -> list[tuple[Any, ...]]:
     rnd = random.Random(seed)
-    return [(i, i + 1, 1, rnd.randrange(100), rnd.randrange(-50, 1000)) for i in range(n)]
+    rows = [(i, i + 1, 1, rnd.randrange(100), rnd.randrange(-50, 1000)) for i in range(n)]
+    return [(*r[:3], f"sym-{r[3]:02d}", r[4]) for r in rows] if text else list(rows)
 
 
-def run_rows(query: str, rows: Sequence[tuple[int, ...]], batch: int) -> tuple[float, list[Any]]:
-    engine = Engine(
-        compile_program("REGISTER STREAM S (sym integer, val integer);\nREGISTER QUERY g AS " + query + ";"),
-        ["g"],
-    )
+def _program(text: bool) -> str:
+    return f"REGISTER STREAM S (sym {'char(8)' if text else 'integer'}, val integer);\nREGISTER QUERY g AS "
+
+
+def run_rows(query: str, rows: Sequence[tuple[Any, ...]], batch: int, text: bool) -> tuple[float, list[Any]]:
+    engine = Engine(compile_program(_program(text) + query + ";"), ["g"])
     out: list[Any] = []
     started = time.perf_counter()
     for i in range(0, len(rows), batch):
@@ -65,13 +68,12 @@ def run_rows(query: str, rows: Sequence[tuple[int, ...]], batch: int) -> tuple[f
     return time.perf_counter() - started, [(e[0], *e[3:]) for e in out]
 
 
-def run_columnar(query: str, rows: Sequence[tuple[int, ...]], batch: int) -> tuple[float, list[Any]]:
-    program = compile_program(
-        "REGISTER STREAM S (sym integer, val integer);\nREGISTER QUERY g AS " + query + ";"
-    )
-    engine = VectorEngine(program, ["g"])
+def run_columnar(
+    query: str, rows: Sequence[tuple[Any, ...]], batch: int, text: bool
+) -> tuple[float, list[Any]]:
+    engine = VectorEngine(compile_program(_program(text) + query + ";"), ["g"])
     ts = np.array([r[0] for r in rows], dtype=np.int64)
-    sym = np.array([r[3] for r in rows], dtype=np.int64)
+    sym = np.array([r[3].encode() for r in rows], dtype="S8") if text else np.array([r[3] for r in rows])
     val = np.array([r[4] for r in rows], dtype=np.int64)
     lin = ts + 1
     batches = [
@@ -92,17 +94,19 @@ def main() -> int:
     parser.add_argument("--tuples", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--text", action="store_true", help="text keys (char(8)) instead of integers")
     args = parser.parse_args()
-    rows = make_input(args.tuples)
+    rows = make_input(args.tuples, args.text)
     print(f"machine: {platform.machine()}; python {platform.python_version()}; numpy {np.__version__}")
-    print(f"{args.tuples:,} tuples, 100 keys, batches of {args.batch:,}")
+    kind = "text" if args.text else "integer"
+    print(f"{args.tuples:,} tuples, 100 {kind} keys, batches of {args.batch:,}")
     ok = True
     for name, query in QUERIES.items():
         row_s, row_out = min(
-            (run_rows(query, rows, args.batch) for _ in range(args.repeat)), key=lambda r: r[0]
+            (run_rows(query, rows, args.batch, args.text) for _ in range(args.repeat)), key=lambda r: r[0]
         )
         col_s, col_out = min(
-            (run_columnar(query, rows, args.batch) for _ in range(args.repeat)), key=lambda r: r[0]
+            (run_columnar(query, rows, args.batch, args.text) for _ in range(args.repeat)), key=lambda r: r[0]
         )
         same = row_out == col_out
         ok = ok and same

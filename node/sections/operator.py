@@ -152,10 +152,6 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
                 return "an expression over text"
         if isinstance(node, plan.Project):
             types = [c.type.name for c in node.schema.columns]
-    if query.aggregate is not None and query.aggregate.partition:
-        # Measured (docs/columnar.md): it sorts every group's last N tuples
-        # at each call, 0.6x the row engine's time in a stage with 1,000 keys.
-        return "a [Partition By ...] window (on columns it sorts every group's tuples per call)"
     return None
 
 

@@ -107,7 +107,7 @@ def test_groups_gone_are_renumbered_and_keys_seen_again_are_new_groups() -> None
         _same(got, want)
         assert fast.state_low() == general.state_low()
     assert fast.fast is not None
-    assert len(fast.fast.numbers) <= 2 * len(fast.fast.by_group) + 1024
+    assert len(fast.fast.groups) <= 2 * len(fast.fast.by_group) + 1024
 
 
 def test_a_sum_past_int64_hands_the_tuples_to_the_general_algorithm() -> None:
@@ -122,3 +122,54 @@ def test_a_sum_past_int64_hands_the_tuples_to_the_general_algorithm() -> None:
         _same(got, want)
         assert fast.state_low() == general.state_low() == 1
         assert (fast.fast is None) == (k > 0)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    size=st.integers(1, 12),
+    keys=st.sampled_from(["int", "text", "int text"]),
+    groups=st.sampled_from([1, 3, 40]),
+    calls=st.lists(
+        st.tuples(
+            st.integers(0, 30),  # watermark step
+            st.integers(0, 200),  # rows
+            st.integers(0, 3),  # ts spread per row: 0 repeats instants
+            st.sampled_from([0, 7, 2**52, 2**61]),  # a value: the last ones give up
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_grouped_partition_rows_give_what_the_general_algorithm_gives(
+    size: int, keys: str, groups: int, calls: list[tuple[int, int, int, int]]
+) -> None:
+    """[Partition By keys Rows N] grouped by the same keys, incremental
+    (GroupedPartitionRows) against the general algorithm, call for call,
+    through a give-up."""
+    kinds = keys.split()
+    fast = GroupedWindowAggregate(
+        CALLS, len(kinds), rows=size, range_ms=0, slide=1, partition=True, lineage=True
+    )
+    general = GroupedWindowAggregate(
+        CALLS, len(kinds), rows=size, range_ms=0, slide=1, partition=True, lineage=True
+    )
+    general.fast = None
+    assert fast.fast is not None
+    rnd = np.random.default_rng(len(calls) * 1000 + size + groups)
+    done, ts_next, seq = -1, 0, 1
+    for step, n, spread, value in calls:
+        ts = (ts_next + np.cumsum(rnd.integers(0, spread + 1, n))).astype(np.int64)
+        watermark = max(done + 1 + step, int(ts[-1]) if n else done + 1)
+        key_columns = [_key(rnd.integers(-groups, groups, n).astype(np.int64), kind) for kind in kinds]
+        a = np.full(n, value, dtype=np.int64) - rnd.integers(0, 3, n)
+        b = rnd.integers(-50, 50, n).astype(np.int64)
+        lin = np.arange(seq, seq + n, dtype=np.int64)
+        got = fast.advance(ts, key_columns, [np.empty(n, dtype=np.int64), a, b, a, b], done, watermark, lin)
+        want = general.advance(
+            ts, key_columns, [np.zeros(n, dtype=np.int64), a, b, a, b], done, watermark, lin
+        )
+        _same(got, want)
+        assert fast.state_low() == general.state_low()
+        done, ts_next, seq = watermark, watermark + 1, seq + n
+    if all(value < 2**52 for *_, value in calls):
+        assert fast.fast is not None

@@ -158,6 +158,13 @@ COLUMNAR = {
     "group by text over rows with slide": (
         "ISTREAM(SELECT pad, id, SUM(val) AS s FROM s0 [Rows 20 Slide 7] GROUP BY pad, id)"
     ),
+    "group by over partition": (
+        "ISTREAM(SELECT id, SUM(val) AS s, MIN(val) AS lo FROM s0 [Partition By id Rows 3] AS x GROUP BY id)"
+    ),
+    "group by text over partition": (
+        "DSTREAM(SELECT pad, COUNT(*) AS n, AVG(val) AS a "
+        "FROM s0 [Partition By pad Rows 4] AS x GROUP BY pad)"
+    ),
     "group by over rows slide DSTREAM": (
         "DSTREAM(SELECT id, SUM(val) * 2 AS s2, COUNT(*) AS n "
         "FROM (SELECT * FROM s0 WHERE val < 800) [Rows 9 Slide 4] AS x GROUP BY id)"

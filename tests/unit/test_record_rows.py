@@ -184,6 +184,13 @@ QUERIES = {
     "group by text rows slide": (
         "DSTREAM(SELECT pad, MAX(val) AS hi FROM s0 [Rows 12 Slide 5] GROUP BY pad)"
     ),
+    "partition": (
+        "ISTREAM(SELECT id, MIN(val) AS lo, SUM(val) AS s FROM s0 [Partition By id Rows 2] AS x GROUP BY id)"
+    ),
+    "partition by text": (
+        "DSTREAM(SELECT pad, COUNT(*) AS n, MAX(val) AS hi "
+        "FROM s0 [Partition By pad Rows 5] AS x GROUP BY pad)"
+    ),
 }
 PADS = ("pad", "p\u20ac", "", "pad ")  # the same pad each fourth row, so ids and pads make 20 groups
 WINDOWED = (
@@ -197,6 +204,8 @@ WINDOWED = (
     "group by text",
     "group by id and text",
     "group by text rows slide",
+    "partition",
+    "partition by text",
 )
 
 
@@ -305,7 +314,6 @@ def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
     reasons = {
         "window": "SELECT SUM(val) AS s FROM s0 [Range 10]",
         "text": "SELECT * FROM s0 WHERE pad = 'x'",
-        "partition": "ISTREAM(SELECT id, MIN(val) AS lo FROM s0 [Partition By id Rows 2] AS x GROUP BY id)",
     }
     for name, query in reasons.items():
         (tmp_path / name).mkdir()

@@ -27,8 +27,9 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.group_numbers import GroupNumbers, numbered
 from semiactive.node.engine.columnar.range_sums import SUM_LIMIT, Tail
-from semiactive.node.engine.columnar.window_aggregate import join, range_extreme
+from semiactive.node.engine.columnar.window_aggregate import range_extreme
 
 LEAVE, ENTER = 0, 1  # the phases of a window's changes at one instant, in order
 
@@ -56,9 +57,7 @@ class GroupedRangeSums:
         self.by_group: Int64s = np.empty(0, dtype=np.int64)
         self.arrival: Int64s = np.empty(0, dtype=np.int64)
         self.values: list[Int64s] = [np.empty(0, dtype=np.int64) for _ in self.valued]
-        # Group numbers: a key's number, and each number's key values.
-        self.numbers: dict[tuple[object, ...], int] = {}
-        self.key_values: list[Array] = [np.empty(0, dtype=np.int64) for _ in range(keys)]
+        self.groups = GroupNumbers(keys)
 
     def state_low(self) -> int | None:
         lin = self.lin
@@ -69,7 +68,7 @@ class GroupedRangeSums:
         each call's argument values (0 for a COUNT), lineages."""
         order = np.argsort(self.arrival, kind="stable")
         gid = self.by_group[order]
-        keys: list[Array] = [k[gid] for k in self.key_values]
+        keys: list[Array] = [k[gid] for k in self.groups.key_values]
         values = dict(zip(self.valued, (v[order] for v in self.values), strict=True))
         n = len(order)
         args = [values.get(k, np.zeros(n, dtype=np.int64)) for k in range(len(self.calls))]
@@ -88,13 +87,13 @@ class GroupedRangeSums:
         """Add tuples ``ts`` (all in ``(done, watermark]``). Return, for
         every (instant, group) the window's changes touch in ``(done,
         watermark]``, in the order the row engine meets them: the instant,
-        the group's number (its key values are :attr:`key_values` there),
+        the group's number (its key values are ``groups.key_values`` there),
         the window's count in the group, each call's column (COUNT, MIN,
         MAX, or the sum for SUM and AVG: the caller divides) and the index
         of the same group's previous query here (-1: none). None, changing
         nothing, where it gives up."""
         valued = [args[k] for k in self.valued]
-        if any(a.dtype != np.int64 for a in valued) or not all(_numbered(k) for k in keys):
+        if any(a.dtype != np.int64 for a in valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.arrival) + len(ts)
         pairs = zip(self.valued, self.values, valued, strict=True)
@@ -103,11 +102,11 @@ class GroupedRangeSums:
         largest = max(extremes, default=0)
         if largest * n >= SUM_LIMIT:
             return None
-        if len(self.numbers) > 1024 and len(self.numbers) > 2 * len(self.by_group):
+        if len(self.groups) > 1024 and len(self.groups) > 2 * len(self.by_group):
             self._renumber()  # most groups have no tuple left (a change nobody sees)
-        if (len(self.numbers) + len(ts) + 1) * (n + 1) >= SUM_LIMIT:
+        if (len(self.groups) + len(ts) + 1) * (n + 1) >= SUM_LIMIT:
             return None  # group * span + arrival could leave int64
-        gid = self._numbers(keys)
+        gid = self.groups.of(keys)
         self._merge(ts, gid, valued, lin)
         all_ts = self.ts.view
         slide, life = self.slide, self.range_ms
@@ -138,38 +137,6 @@ class GroupedRangeSums:
         columns: list[Array] = [found.get(k, count) for k in range(len(self.calls))]
         self._cut(int(np.searchsorted(leave, watermark, side="right")))
         return q_inst, q_gid, count, columns, previous_queries(q_gid)
-
-    def _numbers(self, keys: Sequence[Int64s]) -> Int64s:
-        """Each new tuple's group number; keys not seen before get the next
-        numbers (a Python step per distinct key of the call, not per tuple)."""
-        n = len(keys[0]) if keys else 0
-        if not n:
-            return np.empty(0, dtype=np.int64)
-        if len(keys) == 1:
-            distinct, inverse = np.unique(keys[0], return_inverse=True)
-            rows: list[tuple[object, ...]] = [(k,) for k in distinct.tolist()]
-        else:  # a rank per column, combined (np.unique over rows views them as bytes: 7x slower)
-            rank = np.zeros(n, dtype=np.int64)
-            for column in keys:
-                values, inverse = np.unique(column, return_inverse=True)
-                _, rank = np.unique(rank * len(values) + inverse.reshape(-1), return_inverse=True)
-            _, first, inverse = np.unique(rank, return_index=True, return_inverse=True)
-            rows = list(zip(*(k[first].tolist() for k in keys), strict=True))
-        numbers = self.numbers
-        fresh: list[tuple[object, ...]] = []
-        ids = np.empty(len(rows), dtype=np.int64)
-        for i, key in enumerate(rows):
-            number = numbers.get(key)
-            if number is None:
-                number = numbers[key] = len(numbers)
-                fresh.append(key)
-            ids[i] = number
-        if fresh:
-            self.key_values = [
-                join(known, np.array([key[c] for key in fresh], dtype=keys[c].dtype))
-                for c, known in enumerate(self.key_values)
-            ]
-        return ids[inverse.reshape(-1)]
 
     def _merge(self, ts: Int64s, gid: Int64s, valued: Sequence[Int64s], lin: Int64s | None) -> None:
         """Append the new tuples in arrival order, and insert them into the
@@ -213,15 +180,10 @@ class GroupedRangeSums:
     def _renumber(self) -> None:
         """Number the groups that still have tuples 0, 1, ... and forget
         the others' keys: a key seen again is then a new group."""
-        live = np.unique(self.by_group)
-        number = np.full(len(self.numbers), -1, dtype=np.int64)
-        number[live] = np.arange(len(live), dtype=np.int64)
+        number = self.groups.keep(np.unique(self.by_group))
         self.by_group = number[self.by_group]
         view = self.gid.view
         view[:] = number[view]
-        self.key_values = [k[live] for k in self.key_values]
-        keys = zip(*(k.tolist() for k in self.key_values), strict=True) if self.key_values else iter([()])
-        self.numbers = {key: i for i, key in enumerate(keys)}
 
 
 def _events(
@@ -264,11 +226,6 @@ def _first_touches(inst: Int64s, gid: Int64s) -> tuple[Int64s, Int64s]:
     _, first = np.unique(pair, return_index=True)
     first = np.sort(first)
     return inst[first], gid[first]
-
-
-def _numbered(key: Array) -> bool:
-    """A key column this numbers: int64, or bytes (one value per text)."""
-    return key.dtype == np.int64 or key.dtype.kind == "S"
 
 
 def previous_queries(q_gid: Int64s) -> Int64s:

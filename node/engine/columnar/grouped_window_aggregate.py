@@ -35,6 +35,7 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.grouped_partition_rows import GroupedPartitionRows
 from semiactive.node.engine.columnar.grouped_range_sums import (
     ENTER,
     LEAVE,
@@ -85,11 +86,13 @@ class GroupedWindowAggregate:
         self.args: list[Array] = [np.empty(0, dtype=np.int64) for _ in self.calls]
         self.first = 0  # Rows: the arrival index of the first carried tuple
         self.lin: Int64s | None = np.empty(0, dtype=np.int64) if lineage else None
-        # A range window: the incremental path, until it gives up (a key or
-        # value not an int64, sums that could overflow).
-        self.fast: GroupedRangeSums | None = None
+        # A range or partition window: the incremental path, until it gives
+        # up (a value not an int64, sums that could overflow).
+        self.fast: GroupedRangeSums | GroupedPartitionRows | None = None
         if rows is None and not partition:
             self.fast = GroupedRangeSums(calls, keys, range_ms, self.slide, lineage)
+        elif partition and rows is not None:
+            self.fast = GroupedPartitionRows(calls, keys, rows, lineage)
 
     def advance(
         self,
@@ -111,8 +114,10 @@ class GroupedWindowAggregate:
                     average(s, count) if call.func is plan.AggFunc.AVG else s
                     for call, s in zip(self.calls, sums, strict=True)
                 )
-                group_keys = tuple(k[gid] for k in self.fast.key_values)
+                group_keys = tuple(k[gid] for k in self.fast.groups.key_values)
                 return GroupedEvaluated(at, group_keys, count > 0, columns, previous)
+            if isinstance(self.fast, GroupedPartitionRows):
+                self.index_in_group = self.fast.positions()
             self.ts, self.keys, self.args, self.lin = self.fast.carried()
             self.fast = None
         carried = len(self.ts)

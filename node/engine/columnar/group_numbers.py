@@ -1,0 +1,75 @@
+"""Stable numbers for the groups of a GROUP BY, for the incremental grouped
+window paths (:mod:`.grouped_range_sums`, :mod:`.grouped_partition_rows`).
+
+A key keeps its number for as long as the caller keeps the group; numbers
+are dense from 0, so a path can index arrays by them. Keys are int64 or
+bytes columns (text off the wire): both are hashable Python values once
+out of numpy, and numpy finds a call's distinct keys in one sort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.window_aggregate import join
+
+
+def numbered(key: Array) -> bool:
+    """A key column :class:`GroupNumbers` takes: int64, or bytes."""
+    return key.dtype == np.int64 or key.dtype.kind == "S"
+
+
+class GroupNumbers:
+    def __init__(self, keys: int) -> None:
+        self.numbers: dict[tuple[object, ...], int] = {}
+        # Each number's key values, one array per key column.
+        self.key_values: list[Array] = [np.empty(0, dtype=np.int64) for _ in range(keys)]
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def of(self, keys: Sequence[Array]) -> Int64s:
+        """Each tuple's group number; keys not seen before get the next
+        numbers (a Python step per distinct key of the call, not per tuple)."""
+        n = len(keys[0]) if keys else 0
+        if not n:
+            return np.empty(0, dtype=np.int64)
+        if len(keys) == 1:
+            distinct, inverse = np.unique(keys[0], return_inverse=True)
+            rows: list[tuple[object, ...]] = [(k,) for k in distinct.tolist()]
+        else:  # a rank per column, combined (np.unique over rows views them as bytes: 7x slower)
+            rank = np.zeros(n, dtype=np.int64)
+            for column in keys:
+                values, inverse = np.unique(column, return_inverse=True)
+                _, rank = np.unique(rank * len(values) + inverse.reshape(-1), return_inverse=True)
+            _, first, inverse = np.unique(rank, return_index=True, return_inverse=True)
+            rows = list(zip(*(k[first].tolist() for k in keys), strict=True))
+        numbers = self.numbers
+        fresh: list[tuple[object, ...]] = []
+        ids = np.empty(len(rows), dtype=np.int64)
+        for i, key in enumerate(rows):
+            number = numbers.get(key)
+            if number is None:
+                number = numbers[key] = len(numbers)
+                fresh.append(key)
+            ids[i] = number
+        if fresh:
+            self.key_values = [
+                join(known, np.array([key[c] for key in fresh], dtype=keys[c].dtype))
+                for c, known in enumerate(self.key_values)
+            ]
+        return ids[inverse.reshape(-1)]
+
+    def keep(self, live: Int64s) -> Int64s:
+        """Keep only the groups ``live`` (sorted numbers), numbered 0, 1, ...
+        in that order; forget the others' keys (a key seen again is then a
+        new group). Returns the new number of each old one (-1: gone)."""
+        number = np.full(len(self.numbers), -1, dtype=np.int64)
+        number[live] = np.arange(len(live), dtype=np.int64)
+        self.key_values = [k[live] for k in self.key_values]
+        keys = zip(*(k.tolist() for k in self.key_values), strict=True) if self.key_values else iter([()])
+        self.numbers = {key: i for i, key in enumerate(keys)}
+        return number
