@@ -21,7 +21,9 @@ writes the log, as before.
 (``val % 8``), then ``ISTREAM(SELECT k, SUM(val), COUNT(*) ... [Range 100
 Slide 10] GROUP BY k)``, then the sink (4 processes), with logs of
 200,000 rows (``queue_rows``: the window stage's cut trails its input by
-the window and its sink's acknowledgements).
+the window and its sink's acknowledgements). ``--keys K`` makes the key
+``val % K``; ``--partition N`` makes the window ``[Partition By k Rows
+N]`` (a row out per row in, about).
 """
 
 from __future__ import annotations
@@ -56,13 +58,23 @@ GROUPED = [
 ]
 
 
+def grouped_stages(keys: int, partition: int | None) -> list[dict[str, str]]:
+    """The GROUP BY job's stages: ``val % keys``, then the window."""
+    key, window = GROUPED
+    window = dict(window)
+    if partition is not None:
+        partitioned = f"[Partition By k Rows {partition}]"
+        window["query"] = window["query"].replace("[Range 100 Slide 10]", partitioned)
+    return [dict(key, query=KEY.replace("val % 8", f"val % {keys}")), window]
+
+
 def with_rate(rate: int, directory: Path, args: argparse.Namespace) -> Path:
     """The example chain at ``rate`` with the command line's changes."""
     cfg = yaml.safe_load(EXAMPLE.read_text())
     cfg["sources"][0]["rate"] = [{"at_s": 0, "tuples_per_s": rate}]
     cfg["sources"][0]["log"] = args.source_log
     if args.grouped:
-        cfg["stages"] = GROUPED
+        cfg["stages"] = grouped_stages(args.keys, args.partition)
         cfg["sinks"][0]["input"] = "s2"
         cfg["queue_rows"] = 200_000
     if args.sas is not None:
@@ -116,6 +128,10 @@ def main() -> int:
     parser.add_argument("--sas", type=int, metavar="B", help="SAS on every stage at batch size B")
     parser.add_argument("--source-log", action="store_true", help="the source writes its row log (log: true)")
     parser.add_argument("--grouped", action="store_true", help="a key stage and a GROUP BY window stage")
+    parser.add_argument("--keys", type=int, default=8, help="--grouped: the key is val %% KEYS (default 8)")
+    parser.add_argument(
+        "--partition", type=int, metavar="N", help="--grouped: a [Partition By k Rows N] window"
+    )
     args = parser.parse_args()
     stages = "rows" if args.rows else "record blocks (columnar_stages)"
     count = 2 if args.grouped else 3

@@ -126,9 +126,9 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
     projections of one stream (:class:`ColumnarSection`), or an aggregate
     (with or without GROUP BY) over a window of them
     (:class:`ColumnarWindowSection`; not with state ``snapshots``, which
-    only the row engine captures), over
-    columns that travel as records (integer, float, char), text only passed
-    on, not computed with."""
+    only the row engine captures), over columns that travel as records
+    (integer, float, char), text passed on or grouped by, not computed
+    with."""
     try:
         query = recognize(program.queries[output])
     except NotVectorized as exc:

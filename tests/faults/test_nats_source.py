@@ -185,7 +185,9 @@ def _check_source(run_dir: Path, publisher: Publisher) -> None:
     assert not duplicated, f"rows twice: {duplicated[:10]}"
     missing = sorted(set(publisher.good) - set(ids))
     assert not missing, f"{len(missing)} rows lost: {missing[:10]}"
-    assert -1 not in ids and len(ids) > 1000
+    # Rows through the whole run, kills included: the publisher waits for
+    # each ack, and on a loaded machine sent 940-970 rows in its 4.5 s.
+    assert -1 not in ids and len(ids) > 500
 
 
 def test_nats_to_nats_with_the_source_sink_and_a_stage_killed_loses_and_repeats_nothing(
