@@ -22,8 +22,8 @@ writes the log, as before.
 Slide 10] GROUP BY k)``, then the sink (4 processes), with logs of
 200,000 rows (``queue_rows``: the window stage's cut trails its input by
 the window and its sink's acknowledgements). ``--keys K`` makes the key
-``val % K``; ``--partition N`` makes the window ``[Partition By k Rows
-N]`` (a row out per row in, about).
+``id % K`` (each key every K-th tuple, its values random); ``--partition
+N`` makes the window ``[Partition By k Rows N]`` (a row out per row in).
 """
 
 from __future__ import annotations
@@ -58,14 +58,16 @@ GROUPED = [
 ]
 
 
-def grouped_stages(keys: int, partition: int | None) -> list[dict[str, str]]:
-    """The GROUP BY job's stages: ``val % keys``, then the window."""
+def grouped_stages(keys: int | None, partition: int | None) -> list[dict[str, str]]:
+    """The GROUP BY job's stages: the key, then the window."""
     key, window = GROUPED
     window = dict(window)
     if partition is not None:
         partitioned = f"[Partition By k Rows {partition}]"
         window["query"] = window["query"].replace("[Range 100 Slide 10]", partitioned)
-    return [dict(key, query=KEY.replace("val % 8", f"val % {keys}")), window]
+    if keys is not None:
+        key = dict(key, query=KEY.replace("val % 8", f"id % {keys}"))
+    return [key, window]
 
 
 def with_rate(rate: int, directory: Path, args: argparse.Namespace) -> Path:
@@ -128,7 +130,7 @@ def main() -> int:
     parser.add_argument("--sas", type=int, metavar="B", help="SAS on every stage at batch size B")
     parser.add_argument("--source-log", action="store_true", help="the source writes its row log (log: true)")
     parser.add_argument("--grouped", action="store_true", help="a key stage and a GROUP BY window stage")
-    parser.add_argument("--keys", type=int, default=8, help="--grouped: the key is val %% KEYS (default 8)")
+    parser.add_argument("--keys", type=int, help="--grouped: the key is id %% KEYS (default: val %% 8)")
     parser.add_argument(
         "--partition", type=int, metavar="N", help="--grouped: a [Partition By k Rows N] window"
     )
