@@ -18,7 +18,6 @@ from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import ColumnBatch
 from semiactive.node.engine.columnar.shape import NotVectorized, recognize
 from semiactive.node.engine.columnar.vector_engine import VectorEngine
-from semiactive.node.engine.columnar.vector_exprs import columns_read
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.node.sections.codec import OutOfRangeError
@@ -127,8 +126,7 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
     (with or without GROUP BY) over a window of them
     (:class:`ColumnarWindowSection`; not with state ``snapshots``, which
     only the row engine captures), over columns that travel as records
-    (integer, float, char), text passed on or grouped by, not computed
-    with."""
+    (integer, float, char)."""
     try:
         query = recognize(program.queries[output])
     except NotVectorized as exc:
@@ -142,16 +140,8 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
     columns = list(decl.schema.columns) + list(plan.resolve(root).schema.columns)
     if any(c.type.name not in _COLUMN_TYPES for c in columns):
         return "a byte column (no record form)"
-    types = [c.type.name for c in decl.schema.columns]
-    for node in query.chain:
-        exprs = (node.predicate,) if isinstance(node, plan.Select) else node.exprs
-        for expr in exprs:
-            if isinstance(node, plan.Project) and isinstance(expr, plan.ColRef):
-                continue
-            if any(types[i] is plan.TypeName.CHAR for i in columns_read(expr)):
-                return "an expression over text"
-        if isinstance(node, plan.Project):
-            types = [c.type.name for c in node.schema.columns]
+    # Text is only passed on, grouped by or compared (as the wire's bytes,
+    # vector_exprs): what recognize takes computes nothing else with it.
     return None
 
 

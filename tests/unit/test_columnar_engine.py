@@ -20,6 +20,7 @@ from semiactive.node.engine.columnar.vector_engine import VectorEngine
 from semiactive.node.engine.engine import Engine, LateInputError
 
 HEADER = "REGISTER STREAM S (a integer, b integer, f float);\n"
+WITH_TEXT = "REGISTER STREAM S (a integer, b integer, f float, t char(3));\n"  # the random programs' input
 HUGE = 2**62
 
 predicates = st.sampled_from(
@@ -34,6 +35,9 @@ predicates = st.sampled_from(
         "-a < b",
         "a % 3 != 0",
         "(a + b) / -2 < b % 4",
+        "t >= 'ab' AND a > -3",
+        "t = '' OR t > 'b'",
+        "NOT (t < 'b\u20ac') OR t <> 'a'",
     ]
 )
 projections = st.sampled_from(
@@ -63,7 +67,7 @@ stream_ops = st.sampled_from(["ISTREAM", "DSTREAM", "RSTREAM"])
 
 @st.composite
 def programs(draw: Any) -> str:
-    text = HEADER
+    text = WITH_TEXT
     source = "S"
     if draw(st.booleans()):
         text += f"REGISTER QUERY f1 AS SELECT {draw(keeping_a_b)} FROM S WHERE {draw(predicates)};\n"
@@ -75,7 +79,8 @@ def programs(draw: Any) -> str:
         items[0] = items[0].replace(" AS x0", " + 1 AS x0")
     op = draw(stream_ops)
     if op != "RSTREAM" and draw(st.booleans()):  # a GROUP BY, its keys selected
-        keys = draw(st.sampled_from([["b"], ["a"], ["b", "a"]]))
+        text_keys = [["t"], ["t", "b"]] if source == "S" else []
+        keys = draw(st.sampled_from([["b"], ["a"], ["b", "a"], *text_keys]))
         items[draw(st.integers(0, len(items))) :] = keys + items[draw(st.integers(0, len(items))) :]
         items = list(dict.fromkeys(items))
         window = draw(windows)
@@ -101,7 +106,8 @@ def inputs(draw: Any) -> tuple[list[tuple[Any, ...]], list[tuple[int, int]]]:
     for i in range(n):
         ts += draw(st.sampled_from([0, 0, 1, 1, 2, 5]))
         f = draw(st.sampled_from([0.25, -1.5, 3.0, 0.75]))
-        rows.append((ts, i + 1, 1, draw(values), draw(values), f))
+        t = draw(st.sampled_from(["", "a", "ab", "b\u20ac", "abc"]))
+        rows.append((ts, i + 1, 1, draw(values), draw(values), f, t))
     steps, at = [], 0
     while at < len(rows):
         size = draw(st.integers(0, 9))

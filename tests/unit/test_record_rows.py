@@ -157,6 +157,12 @@ QUERIES = {
     "select": "SELECT * FROM s0 WHERE val >= 500",
     "project": "SELECT id, val * 3 - id AS w, pad FROM s0 WHERE val < 900 AND id >= 2",
     "overflow": f"SELECT id, val * {INT_MAX // 500} AS big FROM s0",
+    # Text compared as the wire's bytes on records, as strings on rows.
+    "text filter": "SELECT * FROM s0 WHERE (pad >= 'p\u20ac' OR pad = '') AND pad <> 'pad '",
+    "text window": (
+        "ISTREAM(SELECT pad, COUNT(*) AS n "
+        "FROM (SELECT * FROM s0 WHERE pad < 'pad') [Range 6] AS x GROUP BY pad)"
+    ),
     # ColumnarWindowSection's: the window's state on the columnar engine.
     "sliding range": (
         "ISTREAM(SELECT SUM(val) AS s, COUNT(*) AS n "
@@ -206,6 +212,7 @@ WINDOWED = (
     "group by text rows slide",
     "partition",
     "partition by text",
+    "text window",
 )
 
 
@@ -313,7 +320,7 @@ def test_a_small_block_takes_the_row_engine(tmp_path: Path) -> None:
 def test_what_keeps_a_stage_on_rows(tmp_path: Path) -> None:
     reasons = {
         "window": "SELECT SUM(val) AS s FROM s0 [Range 10]",
-        "text": "SELECT * FROM s0 WHERE pad = 'x'",
+        "unbounded": "ISTREAM(SELECT SUM(val) AS s FROM s0 [Range Unbounded])",
     }
     for name, query in reasons.items():
         (tmp_path / name).mkdir()

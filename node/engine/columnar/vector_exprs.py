@@ -6,8 +6,12 @@ smallest and largest values) bound the result: inside int64 it runs on
 int64 arrays, outside on object arrays of Python ints, exact either way.
 A comparison of an integer with a float converts the integer to float in
 numpy, which is exact only below 2**53: beyond it the comparison runs on
-Python objects too. Division, modulo, CASE and anything that can be NULL
-keep the row engine (:func:`unsupported`)."""
+Python objects too. Text compares as Python compares strings: as strings
+(object arrays) in one process, and as the wire's UTF-8 bytes on record
+blocks, whose order is the order of code points and whose trailing NULs
+numpy ignores as the row codec strips them. Division, modulo by other
+than a literal, CASE and anything that can be NULL keep the row engine
+(:func:`unsupported`)."""
 
 from __future__ import annotations
 
@@ -53,8 +57,14 @@ def unsupported(expr: plan.Expr) -> str | None:
     if isinstance(expr, plan.Compare):
         if expr.op not in _COMPARE:
             return f"comparison '{expr.op}'"
-        if {expr.left.type.name, expr.right.type.name} & {plan.TypeName.CHAR, plan.TypeName.BYTE}:
-            return "a comparison of text"
+        names = {expr.left.type.name, expr.right.type.name}
+        if plan.TypeName.BYTE in names:
+            return "a comparison of a byte"
+        if plan.TypeName.CHAR in names:
+            if names != {plan.TypeName.CHAR}:
+                return "a comparison of text with other than text"
+            if any(isinstance(x, plan.Literal) and "\0" in str(x.value) for x in (expr.left, expr.right)):
+                return "a text literal holding NUL (the wire strips trailing NULs)"
         return unsupported(expr.left) or unsupported(expr.right)
     if isinstance(expr, plan.BoolOp):
         return next((r for r in map(unsupported, expr.operands) if r), None)
@@ -94,6 +104,8 @@ def evaluate(expr: plan.Expr, columns: Sequence[Array], n: int) -> Array:
             value = value.astype(object)
         return -value  # type: ignore[no-any-return]
     if isinstance(expr, plan.Compare):
+        if expr.left.type.name is plan.TypeName.CHAR:
+            return _compare_text(expr, columns, n)
         left, right = _comparable(evaluate(expr.left, columns, n), evaluate(expr.right, columns, n))
         return np.asarray(_COMPARE[expr.op](left, right), dtype=bool)
     if isinstance(expr, plan.BoolOp):
@@ -189,3 +201,24 @@ def _comparable(left: Array, right: Array) -> tuple[Array, Array]:
         if b is not None and (b[0] < -EXACT_FLOAT or b[1] > EXACT_FLOAT):
             return left.astype(object), right.astype(object)
     return left, right
+
+
+def _compare_text(expr: plan.Compare, columns: Sequence[Array], n: int) -> Array:
+    """A comparison of text: a literal stays one value, compared with each
+    row's; beside the wire's bytes, text is compared as UTF-8 bytes."""
+    sides = [
+        x.value if isinstance(x, plan.Literal) else evaluate(x, columns, n) for x in (expr.left, expr.right)
+    ]
+    if any(isinstance(v, np.ndarray) and v.dtype.kind == "S" for v in sides):
+        sides = [_as_bytes(v) for v in sides]
+    out = np.asarray(_COMPARE[expr.op](*sides), dtype=bool)
+    return out if out.ndim else np.full(n, bool(out))
+
+
+def _as_bytes(values: object) -> Any:
+    if isinstance(values, str):
+        return values.encode("utf-8")
+    assert isinstance(values, np.ndarray)
+    if values.dtype.kind == "S":
+        return values
+    return np.array([v.encode("utf-8") for v in values.tolist()], dtype=bytes)
