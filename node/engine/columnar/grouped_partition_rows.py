@@ -28,7 +28,11 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.group_numbers import GroupNumbers, numbered
-from semiactive.node.engine.columnar.grouped_range_sums import previous_queries
+from semiactive.node.engine.columnar.grouped_range_sums import (
+    GroupOrderMerge,
+    largest_summed,
+    previous_queries,
+)
 from semiactive.node.engine.columnar.range_sums import SUM_LIMIT
 from semiactive.node.engine.columnar.window_aggregate import range_extreme
 
@@ -97,10 +101,7 @@ class GroupedPartitionRows:
         if any(a.dtype != np.int64 for a in valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.by_group) + len(ts)
-        pairs = zip(self.valued, self.values, valued, strict=True)
-        added = [v for k, old, new in pairs if self.adds[k] for v in (old, new)]
-        largest = max((max(-int(v.min()), int(v.max())) for v in added if len(v)), default=0)
-        if largest * n >= SUM_LIMIT:
+        if largest_summed(self.valued, self.adds, self.values, valued) * n >= SUM_LIMIT:
             return None
         if not len(ts):
             return _EMPTY, _EMPTY, _EMPTY, [_EMPTY for _ in self.calls], _EMPTY
@@ -132,17 +133,7 @@ class GroupedPartitionRows:
     def _merge(self, ts: Int64s, gid: Int64s, valued: Sequence[Int64s], lin: Int64s | None) -> Int64s:
         """Insert the new tuples into the (group, arrival) order at the end
         of their groups' runs; return each one's index there."""
-        order = np.argsort(gid, kind="stable")
-        at_sorted = np.searchsorted(self.by_group, gid[order], side="right") + np.arange(len(order))
-        old = np.ones(len(self.by_group) + len(order), dtype=bool)
-        old[at_sorted] = False
-
-        def merged(carried: Int64s, new: Int64s) -> Int64s:
-            out = np.empty(len(old), dtype=np.int64)
-            out[old] = carried
-            out[at_sorted] = new[order]
-            return out
-
+        merged = GroupOrderMerge(self.by_group, gid)
         arrival = self.arrived + np.arange(len(ts), dtype=np.int64)
         self.arrived += len(ts)
         self.by_group = merged(self.by_group, gid)
@@ -151,9 +142,7 @@ class GroupedPartitionRows:
         self.values = [merged(v, s) for v, s in zip(self.values, valued, strict=True)]
         if self.lin is not None and lin is not None:
             self.lin = merged(self.lin, lin)
-        at = np.empty(len(order), dtype=np.int64)
-        at[order] = at_sorted
-        return at
+        return merged.landed()
 
     def _keep_last(self) -> None:
         """Keep each group's last N tuples: the others left for good."""

@@ -96,10 +96,7 @@ class GroupedRangeSums:
         if any(a.dtype != np.int64 for a in valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.arrival) + len(ts)
-        pairs = zip(self.valued, self.values, valued, strict=True)
-        added = [v for k, old, new in pairs if self.adds[k] for v in (old, new)]
-        extremes = (max(-int(v.min()), int(v.max())) for v in added if len(v))
-        largest = max(extremes, default=0)
+        largest = largest_summed(self.valued, self.adds, self.values, valued)
         if largest * n >= SUM_LIMIT:
             return None
         if len(self.groups) > 1024 and len(self.groups) > 2 * len(self.by_group):
@@ -146,19 +143,7 @@ class GroupedRangeSums:
         self.gid.append(gid)
         if self.lin is not None and lin is not None:
             self.lin.append(lin)
-        order = np.argsort(gid, kind="stable")
-        # Where each new tuple lands: after its group's run, moved on by
-        # the new tuples before it (np.insert does this, at twice the cost).
-        at = np.searchsorted(self.by_group, gid[order], side="right") + np.arange(len(order))
-        old = np.ones(len(self.by_group) + len(order), dtype=bool)
-        old[at] = False
-
-        def merged(carried: Int64s, new: Int64s) -> Int64s:
-            out = np.empty(len(old), dtype=np.int64)
-            out[old] = carried
-            out[at] = new[order]
-            return out
-
+        merged = GroupOrderMerge(self.by_group, gid)
         self.by_group = merged(self.by_group, gid)
         self.arrival = merged(self.arrival, arrival)
         self.values = [merged(v, s) for v, s in zip(self.values, valued, strict=True)]
@@ -184,6 +169,42 @@ class GroupedRangeSums:
         self.by_group = number[self.by_group]
         view = self.gid.view
         view[:] = number[view]
+
+
+def largest_summed(
+    valued: Sequence[int], adds: Sequence[bool], carried: Sequence[Int64s], new: Sequence[Int64s]
+) -> int:
+    """The largest magnitude of the values a SUM or AVG adds up (``valued``
+    calls' carried and new arguments): times the tuples, a bound on its
+    prefix sums."""
+    pairs = zip(valued, carried, new, strict=True)
+    added = [v for k, old, fresh in pairs if adds[k] for v in (old, fresh)]
+    return max((max(-int(v.min()), int(v.max())) for v in added if len(v)), default=0)
+
+
+class GroupOrderMerge:
+    """Where new tuples land in a (group, arrival) order: each at the end
+    of its group's run, moved on by the new tuples before it (np.insert
+    does this, at twice the cost). Called on a carried column and the new
+    tuples' values of it, it gives the merged column."""
+
+    def __init__(self, by_group: Int64s, gid: Int64s) -> None:
+        self.order = np.argsort(gid, kind="stable")
+        self.at = np.searchsorted(by_group, gid[self.order], side="right") + np.arange(len(gid))
+        self.old = np.ones(len(by_group) + len(gid), dtype=bool)
+        self.old[self.at] = False
+
+    def __call__(self, carried: Int64s, new: Int64s) -> Int64s:
+        out = np.empty(len(self.old), dtype=np.int64)
+        out[self.old] = carried
+        out[self.at] = new[self.order]
+        return out
+
+    def landed(self) -> Int64s:
+        """Each new tuple's index in the merged order, in their order."""
+        at = np.empty(len(self.order), dtype=np.int64)
+        at[self.order] = self.at
+        return at
 
 
 def _events(
