@@ -19,7 +19,6 @@ in range by construction.
 from __future__ import annotations
 
 import bisect
-import copy
 import csv
 import functools
 import itertools
@@ -155,7 +154,7 @@ class SyntheticSource:
         self._rng = random.Random(seed)
         self._columns = [self._column(c) for c in schema.columns]
         self._draws = [draw for kind, draw in self._columns if kind == "drawn"]
-        self._integers: bool | None = None  # take_records can draw them all
+        self._in_numpy: bool | None = None  # take_records can draw every column
 
     def seek(self, index: int) -> None:
         """Go on at tuple ``index`` (0-based) as if every tuple before it had
@@ -183,13 +182,13 @@ class SyntheticSource:
         if name is plan.TypeName.BYTE:
             return "drawn", functools.partial(rng.choice, string.ascii_lowercase)
         length = column.type.length
-        return "drawn", lambda: "".join(rng.choices(string.ascii_lowercase, k=length))
+        return "drawn", lambda: "".join(rng.choices(LETTERS, k=length))
 
     def take_records(self, count: int, layout: RecordLayout) -> RecordRows | None:
         """:meth:`take` as a block of records (seqs from the first tuple's),
         the same tuples drawn with no Python object per value; None when a
-        column draws something other than integers (floats, text)."""
-        if not self._draws_integers():
+        column draws something other than integers and text (floats)."""
+        if not self._draws_in_numpy():
             return None
         if count < SMALL_TAKE:
             return layout.of(self.take(count))
@@ -204,38 +203,53 @@ class SyntheticSource:
             self.index = upto
         return RecordRows(records, first + 1, layout)
 
-    def _draws_integers(self) -> bool:
-        """Every drawn column is an integer (``randrange(1000)``), and this
-        Python's ``randrange`` is the one :func:`randrange_block` emulates
-        (checked once, on a copy of the generator)."""
-        if self._integers is None:
-            drawn = [
-                c for c, (kind, _) in zip(self.schema.columns, self._columns, strict=True) if kind == "drawn"
-            ]
-            self._integers = all(c.type.name is plan.TypeName.INTEGER for c in drawn)
-            if self._integers:
-                probe = copy.deepcopy(self._rng)
-                expected = [probe.randrange(1000) for _ in range(256)]
-                self._integers = randrange_block(copy.deepcopy(self._rng), 1000, 256).tolist() == expected
-        return self._integers
+    def _draws_in_numpy(self) -> bool:
+        """Every drawn column is an integer (``randrange(1000)``) or text
+        (``choices`` of letters), and this Python draws them as
+        :func:`draws_block` emulates (checked once, against the draws
+        themselves, the generator set back after)."""
+        if self._in_numpy is None:
+            lengths = self._drawn_lengths()
+            self._in_numpy = lengths is not None
+            if lengths is not None and lengths:
+                state = self._rng.getstate()
+                expected = [[draw() for draw in self._draws] for _ in range(64)]
+                self._rng.setstate(state)
+                probe = random.Random()
+                probe.setstate(state)
+                got = [_python_values(c) for c in draws_block(probe, lengths, 64)]
+                self._in_numpy = got == [list(column) for column in zip(*expected, strict=True)]
+        return self._in_numpy
+
+    def _drawn_lengths(self) -> list[int] | None:
+        """Per drawn column, 0 for an integer and L for text of L letters;
+        None if a column draws anything else."""
+        lengths = []
+        for column, (kind, _) in zip(self.schema.columns, self._columns, strict=True):
+            if kind != "drawn":
+                continue
+            if column.type.name is plan.TypeName.INTEGER:
+                lengths.append(0)
+            elif column.type.name is plan.TypeName.CHAR:
+                lengths.append(column.type.length)
+            else:
+                return None
+        return lengths
 
     def _fill(self, out: np.ndarray[Any, Any], start: int, stop: int) -> None:
         """Tuples ``start..stop-1`` of one block into ``out``'s fields, the
         values in :meth:`_rows`'s order of draws (tuple by tuple)."""
-        n = stop - start
-        width = len(self._draws)
-        drawn = randrange_block(self._rng, 1000, n * width).reshape(n, width) if width else None
+        lengths = self._drawn_lengths()
+        assert lengths is not None
+        drawn = iter(draws_block(self._rng, lengths, stop - start))
         out["ts"] = self.schedule.ts_range(start, stop)
-        k = 0
         for i, (kind, value) in enumerate(self._columns):
             if kind == "id":
                 out[f"v{i}"] = np.arange(start, stop, dtype=np.int64)
             elif kind == "filler":
                 out[f"v{i}"] = value.encode()
             else:
-                assert drawn is not None
-                out[f"v{i}"] = drawn[:, k]
-                k += 1
+                out[f"v{i}"] = next(drawn)
 
     def _reseed(self, block: int) -> None:
         self._rng.seed(self.seed if block == 0 else f"{self.seed}:{block}")
@@ -312,6 +326,89 @@ def randrange_block(rng: random.Random, bound: int, count: int) -> np.ndarray[An
     rng.setstate(state)
     rng.getrandbits(32 * used)
     return np.concatenate(parts)
+
+
+LETTERS = string.ascii_lowercase
+
+
+def draws_block(rng: random.Random, lengths: Sequence[int], count: int) -> list[np.ndarray[Any, Any]]:
+    """The draws of ``count`` tuples, column by column within a tuple, as
+    :class:`SyntheticSource` makes them: ``randrange(1000)`` where
+    ``lengths[c]`` is 0 (int64), ``"".join(choices(LETTERS, k=L))`` where
+    it is L (``S{L}`` bytes); ``rng`` left where those calls leave it.
+    ``choices`` takes a letter per ``random()``, two words of the Mersenne
+    Twister each (53 bits: the top 27 of the first, 26 of the second); an
+    integer takes words until one is accepted (:func:`randrange_block`). So
+    each draw starts where the one before ended, and only the integers'
+    rejected words move the starts: a Python step per draw finds them."""
+    width = len(lengths)
+    if not any(lengths):
+        drawn = randrange_block(rng, 1000, count * width).reshape(count, width)
+        return [drawn[:, c] for c in range(width)]
+    per_tuple = sum(2 * length if length else 1 for length in lengths)
+    state = rng.getstate()
+    more = count * per_tuple + count * per_tuple // 16 + 64
+    while True:
+        words = np.frombuffer(rng.getrandbits(32 * more).to_bytes(4 * more, "little"), dtype="<u4")
+        found = _draw_starts(words, lengths, count)
+        if found is not None:
+            break
+        rng.setstate(state)
+        more *= 2
+    starts, used = found
+    rng.setstate(state)
+    rng.getrandbits(32 * used)
+    out: list[np.ndarray[Any, Any]] = []
+    for c, length in enumerate(lengths):
+        at = starts[:, c]
+        if not length:
+            out.append((words[at] >> np.uint32(22)).astype(np.int64))
+            continue
+        first = at[:, None] + 2 * np.arange(length, dtype=np.int64)
+        high = (words[first] >> np.uint32(5)).astype(np.float64)
+        low = (words[first + 1] >> np.uint32(6)).astype(np.float64)
+        unit = (high * 67108864.0 + low) * (1.0 / 9007199254740992.0)
+        letters = (np.floor(unit * float(len(LETTERS))).astype(np.uint8) + ord("a")).astype(np.uint8)
+        out.append(np.ascontiguousarray(letters).view(f"S{length}").reshape(count))
+    return out
+
+
+def _draw_starts(
+    words: np.ndarray[Any, Any], lengths: Sequence[int], count: int
+) -> tuple[np.ndarray[Any, np.dtype[np.int64]], int] | None:
+    """Where each draw starts in ``words`` (count x columns), and the words
+    used; None if ``words`` runs out.
+
+    Without rejections tuple t's draw c starts at its slot, t * stride +
+    offset(c). An integer draw skips the rejected words it meets (about 2%
+    of them), which moves every later draw on by one; a rejected word is
+    skipped if, less the skips before it, it falls on an integer's slot
+    (one Python step per rejected word, not per draw). A draw then starts
+    at its slot plus the skips made at slots up to its own."""
+    sizes = [2 * length if length else 1 for length in lengths]
+    stride = sum(sizes)
+    offsets = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+    integer_offsets = {int(o) for o, length in zip(offsets, lengths, strict=True) if not length}
+    limit = count * stride
+    skipped: list[int] = []  # the slot of each skip
+    if integer_offsets:
+        for word in np.flatnonzero((words >> np.uint32(22)) >= 1000).tolist():
+            slot = word - len(skipped)
+            if slot >= limit:
+                break
+            if slot % stride in integer_offsets:
+                skipped.append(slot)
+    used = limit + len(skipped)
+    if used > len(words):
+        return None
+    slots = np.arange(count, dtype=np.int64)[:, None] * stride + offsets[None, :]
+    moved = np.searchsorted(np.array(skipped, dtype=np.int64), slots, side="right")
+    return slots + moved, used
+
+
+def _python_values(column: np.ndarray[Any, Any]) -> list[Any]:
+    values = column.tolist()
+    return [v.decode() for v in values] if column.dtype.kind == "S" else values
 
 
 def convert(value: str | None, column: plan.Column, where: str) -> Any:

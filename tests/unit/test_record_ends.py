@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 from semiactive.node.connectors.jsonl import LineWriter
 from semiactive.node.connectors.sources import (
     BLOCK,
+    LETTERS,
     SMALL_TAKE,
     Phase,
     RateSchedule,
     SyntheticSource,
+    draws_block,
     randrange_block,
 )
 from semiactive.node.cql import plan
@@ -75,11 +77,58 @@ def test_small_takes_are_drawn_as_rows_and_keep_the_generator_in_step() -> None:
         assert block.rows() == rows.take(n)
 
 
-def test_a_source_drawing_floats_or_text_keeps_rows() -> None:
-    for column in (plan.Column("x", plan.FLOAT), plan.Column("name", plan.char(4))):
-        schema = plan.Schema((plan.Column("id", plan.INTEGER), column))
-        source = SyntheticSource(schema, RateSchedule([Phase(0, 10.0)]), 1)
-        assert source.take_records(5, RecordLayout(RowCodec(schema, plan.Kind.STREAM))) is None
+@pytest.mark.parametrize("lengths", [[2], [0, 3], [3, 0, 0, 1], [0, 1, 0], [5, 5], [0, 0, 8]])
+def test_numpy_draws_what_randrange_and_choices_draw_and_leaves_the_generator_alike(
+    lengths: list[int],
+) -> None:
+    """Integers (0) and text of L letters (L), column by column within a
+    tuple: the integers' rejected words move every later draw."""
+    for seed in range(3):
+        for count in (0, 1, 5, 4000):
+            ours, theirs = random.Random(seed), random.Random(seed)
+            expected = [
+                [theirs.randrange(1000) if n == 0 else "".join(theirs.choices(LETTERS, k=n)) for n in lengths]
+                for _ in range(count)
+            ]
+            got = [
+                [v.decode() if isinstance(v, bytes) else v for v in c.tolist()]
+                for c in draws_block(ours, lengths, count)
+            ]
+            assert [list(row) for row in zip(*got, strict=True)] == expected
+            assert ours.random() == theirs.random()
+
+
+TEXT = plan.Schema(
+    (
+        plan.Column("id", plan.INTEGER),
+        plan.Column("sym", plan.char(2)),
+        plan.Column("val", plan.INTEGER),
+        plan.Column("pad", plan.char(12)),
+    )
+)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, BLOCK + 10), min_size=1, max_size=4), st.integers(0, 2 * BLOCK))
+def test_a_source_of_integers_and_text_takes_records_of_the_tuples_it_takes(
+    sizes: list[int], start: int
+) -> None:
+    layout = RecordLayout(RowCodec(TEXT, plan.Kind.STREAM))
+    schedule = RateSchedule([Phase(0, 100_000.0)])
+    rows, records = SyntheticSource(TEXT, schedule, 9), SyntheticSource(TEXT, schedule, 9)
+    rows.seek(start)
+    records.seek(start)
+    for n in sizes:
+        block = records.take_records(n, layout)
+        assert block is not None
+        assert block.rows() == rows.take(n)
+    assert records.index == rows.index
+
+
+def test_a_source_drawing_floats_keeps_rows() -> None:
+    schema = plan.Schema((plan.Column("id", plan.INTEGER), plan.Column("x", plan.FLOAT)))
+    source = SyntheticSource(schema, RateSchedule([Phase(0, 10.0)]), 1)
+    assert source.take_records(5, RecordLayout(RowCodec(schema, plan.Kind.STREAM))) is None
 
 
 # -- JSON Lines of a block ----------------------------------------------------------------------

@@ -126,7 +126,7 @@ class SourceRole:
         self.error: str | None = None
         self._log: IO[str] | None = None
         self._lines = LineWriter(schema, plan.Kind.STREAM)
-        # A synthetic source of integers emits record blocks (no tuple per row).
+        # A synthetic source of integers and text emits record blocks (no tuple per row).
         self._layout: RecordLayout | None = None
         if has_record_form(schema, plan.Kind.STREAM):
             self._layout = RecordLayout(RowCodec(schema, plan.Kind.STREAM))
