@@ -340,7 +340,7 @@ def draws_block(rng: random.Random, lengths: Sequence[int], count: int) -> list[
     Twister each (53 bits: the top 27 of the first, 26 of the second); an
     integer takes words until one is accepted (:func:`randrange_block`). So
     each draw starts where the one before ended, and only the integers'
-    rejected words move the starts: a Python step per draw finds them."""
+    rejected words move the starts (:func:`_draw_starts`)."""
     width = len(lengths)
     if not any(lengths):
         drawn = randrange_block(rng, 1000, count * width).reshape(count, width)
