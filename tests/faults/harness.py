@@ -40,6 +40,12 @@ GROUPED_WINDOW = [
     "GROUP BY k)",
     "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
 ]
+GROUPED_PARTITION = [
+    "REGISTER QUERY s1 AS SELECT id, val, val % 8 AS k FROM s0 WHERE val >= 0",
+    "REGISTER QUERY s2 AS ISTREAM(SELECT k, SUM(val) AS total, MIN(val) AS lo "
+    "FROM s1 [Partition By k Rows 20] GROUP BY k)",
+    "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
+]
 JOIN = [
     "REGISTER QUERY s1 AS SELECT * FROM s0 WHERE val >= 0",
     "REGISTER QUERY s2 AS ISTREAM(SELECT s1.id, s1.val, t0.val AS v2 FROM s1 [Rows 20], t0 [Range 30] "

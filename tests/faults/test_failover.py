@@ -14,6 +14,7 @@ import pytest
 from semiactive.runtime.telemetry import read_jsonl
 from tests.faults.harness import (
     AGGREGATE,
+    GROUPED_PARTITION,
     GROUPED_WINDOW,
     JOIN,
     RANGE_AGGREGATE,
@@ -34,8 +35,14 @@ def _at() -> str:
 
 @pytest.mark.parametrize(
     "queries",
-    [SELECTION, AGGREGATE, RANGE_AGGREGATE, GROUPED_WINDOW],
-    ids=["selection", "windowed aggregate", "columnar window", "columnar grouped window"],
+    [SELECTION, AGGREGATE, RANGE_AGGREGATE, GROUPED_WINDOW, GROUPED_PARTITION],
+    ids=[
+        "selection",
+        "windowed aggregate",
+        "columnar window",
+        "columnar grouped window",
+        "columnar partition",
+    ],
 )
 def test_sigkill_the_middle_primary_at_a_random_time(tmp_path: Path, queries: list[str]) -> None:
     out = run(protected_chain(tmp_path, queries), tmp_path / "run", "--kill", f"node-2@{_at()}")
