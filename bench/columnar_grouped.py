@@ -2,13 +2,15 @@
 N tuples (one per ms, 100 keys, val in [-50, 1000)) through each query
 below, in batches; both must give the same rows in the same order.
 
-    python bench/columnar_grouped.py [--tuples 200000] [--batch 10000] [--repeat 2] [--text]
+    python bench/columnar_grouped.py [--tuples 200000] [--batch 10000] [--repeat 2] [--text | --strings]
 
 Prints tuples/s of both and the ratio per query. The columnar engine is
 fed column batches and returns them (its outputs are not turned into
 tuples inside the clock); the row engine is fed and returns tuples, its
 native form. ``--text`` makes the keys text (``char(8)``): strings on
-rows, UTF-8 bytes on columns, as a stage's record blocks hold them.
+rows, UTF-8 bytes on columns, as a stage's record blocks hold them;
+``--strings`` makes them text held as Python strings on columns too, as
+``semiactive query run`` holds them.
 """
 
 from __future__ import annotations
@@ -69,11 +71,17 @@ def run_rows(query: str, rows: Sequence[tuple[Any, ...]], batch: int, text: bool
 
 
 def run_columnar(
-    query: str, rows: Sequence[tuple[Any, ...]], batch: int, text: bool
+    query: str, rows: Sequence[tuple[Any, ...]], batch: int, text: bool, strings: bool = False
 ) -> tuple[float, list[Any]]:
     engine = VectorEngine(compile_program(_program(text) + query + ";"), ["g"])
     ts = np.array([r[0] for r in rows], dtype=np.int64)
-    sym = np.array([r[3].encode() for r in rows], dtype="S8") if text else np.array([r[3] for r in rows])
+    if strings:
+        sym = np.empty(len(rows), dtype=object)
+        sym[:] = [r[3] for r in rows]
+    elif text:
+        sym = np.array([r[3].encode() for r in rows], dtype="S8")
+    else:
+        sym = np.array([r[3] for r in rows])
     val = np.array([r[4] for r in rows], dtype=np.int64)
     lin = ts + 1
     batches = [
@@ -94,11 +102,14 @@ def main() -> int:
     parser.add_argument("--tuples", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--text", action="store_true", help="text keys (char(8)) instead of integers")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--text", action="store_true", help="text keys (char(8)), bytes on columns")
+    form.add_argument("--strings", action="store_true", help="text keys, Python strings on columns")
     args = parser.parse_args()
+    args.text = args.text or args.strings
     rows = make_input(args.tuples, args.text)
     print(f"machine: {platform.machine()}; python {platform.python_version()}; numpy {np.__version__}")
-    kind = "text" if args.text else "integer"
+    kind = ("text (strings)" if args.strings else "text (bytes)") if args.text else "integer"
     print(f"{args.tuples:,} tuples, 100 {kind} keys, batches of {args.batch:,}")
     ok = True
     for name, query in QUERIES.items():
@@ -106,7 +117,8 @@ def main() -> int:
             (run_rows(query, rows, args.batch, args.text) for _ in range(args.repeat)), key=lambda r: r[0]
         )
         col_s, col_out = min(
-            (run_columnar(query, rows, args.batch, args.text) for _ in range(args.repeat)), key=lambda r: r[0]
+            (run_columnar(query, rows, args.batch, args.text, args.strings) for _ in range(args.repeat)),
+            key=lambda r: r[0],
         )
         same = row_out == col_out
         ok = ok and same

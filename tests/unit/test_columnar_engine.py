@@ -106,7 +106,7 @@ def inputs(draw: Any) -> tuple[list[tuple[Any, ...]], list[tuple[int, int]]]:
     for i in range(n):
         ts += draw(st.sampled_from([0, 0, 1, 1, 2, 5]))
         f = draw(st.sampled_from([0.25, -1.5, 3.0, 0.75]))
-        t = draw(st.sampled_from(["", "a", "ab", "b\u20ac", "abc"]))
+        t = draw(st.sampled_from(["", "a", "ab", "b\u20ac", "abc", "a\0"]))
         rows.append((ts, i + 1, 1, draw(values), draw(values), f, t))
     steps, at = [], 0
     while at < len(rows):
@@ -141,6 +141,31 @@ def test_the_columnar_engine_returns_what_the_row_engine_does(text: str, data: A
         if "STREAM(" in text:  # a relation's rows: lineage only tracked for HA stages
             expected = [(e[0], 0, *e[2:]) for e in expected]
         assert repr(got) == repr(expected), (text, watermark)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["[Range 3]", "[Range 5 Slide 2]", "[Range 1]", "[Partition By t Rows 2]"]),
+    st.sampled_from(["COUNT(*) AS n", "SUM(b) AS s, MIN(b) AS m", "COUNT(*) AS n, MAX(b) AS top"]),
+    inputs(),
+)
+def test_text_keys_in_one_process_group_as_the_row_engine_does(window: str, calls: str, data: Any) -> None:
+    """GROUP BY a text key on strings (``query run`` holds text so): the
+    incremental paths number them through a dict, where ``'a'`` and
+    ``'a\\0'`` are two groups, as in the row engine's dict."""
+    rows, steps = data
+    program = compile_program(
+        WITH_TEXT + f"REGISTER QUERY out AS ISTREAM(SELECT t, {calls} FROM S {window} GROUP BY t);\n"
+    )
+    row_engine, vector = Engine(program, ["out"]), VectorEngine(program, ["out"])
+    at = 0
+    for count, watermark in steps:
+        chunk = rows[at : at + count]
+        at += count
+        row_engine.push("S", chunk)
+        vector.push("S", chunk)
+        expected = [(e[0], 0, *e[2:]) for e in row_engine.advance(watermark)["out"]]
+        assert repr(vector.advance_elements(watermark)["out"]) == repr(expected), watermark
 
 
 def test_the_bench_job_is_vectorized_and_equal_in_batches_of_one() -> None:

@@ -2,9 +2,11 @@
 window paths (:mod:`.grouped_range_sums`, :mod:`.grouped_partition_rows`).
 
 A key keeps its number for as long as the caller keeps the group; numbers
-are dense from 0, so a path can index arrays by them. Keys are int64 or
-bytes columns (text off the wire): both are hashable Python values once
-out of numpy, and numpy finds a call's distinct keys in one sort.
+are dense from 0, so a path can index arrays by them. Keys are int64,
+bytes columns (text off the wire) or object columns of Python strings
+(text in one process): all are hashable Python values once out of numpy.
+numpy finds a call's distinct numbers and bytes in one sort, a dict its
+distinct strings.
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ from semiactive.node.engine.columnar.window_aggregate import join
 
 
 def numbered(key: Array) -> bool:
-    """A key column :class:`GroupNumbers` takes: int64, or bytes."""
-    return key.dtype == np.int64 or key.dtype.kind == "S"
+    """A key column :class:`GroupNumbers` takes: int64, bytes, or strings.
+    Strings are not made bytes: numpy's bytes drop trailing NULs, which
+    would make ``'a'`` and ``'a\\0'`` one group (on the wire they are one
+    value, the codec strips them; in one process they are two). Any other
+    object in a text column is refused: a number can equal one of another
+    type (1 and 1.0), and which of them a group shows would then depend on
+    the order they came in."""
+    if key.dtype == np.int64 or key.dtype.kind == "S":
+        return True
+    return key.dtype.kind == "O" and {*map(type, key.tolist())} <= {str}
 
 
 class GroupNumbers:
@@ -38,12 +48,12 @@ class GroupNumbers:
         if not n:
             return np.empty(0, dtype=np.int64)
         if len(keys) == 1:
-            distinct, inverse = np.unique(keys[0], return_inverse=True)
+            distinct, inverse = _distinct(keys[0])
             rows: list[tuple[object, ...]] = [(k,) for k in distinct.tolist()]
         else:  # a rank per column, combined (np.unique over rows views them as bytes: 7x slower)
             rank = np.zeros(n, dtype=np.int64)
             for column in keys:
-                values, inverse = np.unique(column, return_inverse=True)
+                values, inverse = _distinct(column)
                 _, rank = np.unique(rank * len(values) + inverse.reshape(-1), return_inverse=True)
             _, first, inverse = np.unique(rank, return_index=True, return_inverse=True)
             rows = list(zip(*(k[first].tolist() for k in keys), strict=True))
@@ -73,3 +83,17 @@ class GroupNumbers:
         keys = zip(*(k.tolist() for k in self.key_values), strict=True) if self.key_values else iter([()])
         self.numbers = {key: i for i, key in enumerate(keys)}
         return number
+
+
+def _distinct(column: Array) -> tuple[Array, Int64s]:
+    """A column's distinct values and each value's index among them. Strings
+    through a dict, in order of first sight: a sort of Python objects costs
+    a comparison call per step, 10x the hashing."""
+    if column.dtype.kind != "O":
+        distinct, inverse = np.unique(column, return_inverse=True)
+        return distinct, inverse
+    values = column.tolist()
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    out = np.empty(len(index), dtype=object)
+    out[:] = list(index)
+    return out, np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
