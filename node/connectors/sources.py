@@ -39,6 +39,7 @@ from semiactive.errors import UserError
 from semiactive.node.connectors import csv_numeric
 from semiactive.node.connectors.csv_numeric import NumericBlock
 from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import python_values
 from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 
 # An input integer outside the range (plan.INT_MIN..INT_MAX) would either
@@ -217,7 +218,7 @@ class SyntheticSource:
                 self._rng.setstate(state)
                 probe = random.Random()
                 probe.setstate(state)
-                got = [_python_values(c) for c in draws_block(probe, lengths, 64)]
+                got = [python_values(c) for c in draws_block(probe, lengths, 64)]
                 self._in_numpy = got == [list(column) for column in zip(*expected, strict=True)]
         return self._in_numpy
 
@@ -404,11 +405,6 @@ def _draw_starts(
     slots = np.arange(count, dtype=np.int64)[:, None] * stride + offsets[None, :]
     moved = np.searchsorted(np.array(skipped, dtype=np.int64), slots, side="right")
     return slots + moved, used
-
-
-def _python_values(column: np.ndarray[Any, Any]) -> list[Any]:
-    values = column.tolist()
-    return [v.decode() for v in values] if column.dtype.kind == "S" else values
 
 
 def convert(value: str | None, column: plan.Column, where: str) -> Any:

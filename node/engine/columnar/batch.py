@@ -73,7 +73,7 @@ class ColumnBatch:
         floats, not numpy scalars, so they compare and encode alike)."""
         if not len(self):
             return []
-        values = [_python_values(c) for c in self.columns]
+        values = [python_values(c) for c in self.columns]
         ones = [1] * len(self)
         return list(zip(self.ts.tolist(), self.lin.tolist(), ones, *values, strict=True))
 
@@ -93,7 +93,7 @@ class ColumnBatch:
         return ColumnBatch(self.ts, self.lin, columns)
 
 
-def _python_values(column: Array) -> list[Any]:
+def python_values(column: Array) -> list[Any]:
     """Python values of a column; a char column read off the wire holds
     NUL-padded bytes (numpy drops the padding), text in the row engine."""
     values = column.tolist()

@@ -30,6 +30,7 @@ from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.group_numbers import GroupNumbers, numbered
 from semiactive.node.engine.columnar.grouped_range_sums import (
     GroupOrderMerge,
+    carried_keys_and_args,
     largest_summed,
     previous_queries,
 )
@@ -66,12 +67,11 @@ class GroupedPartitionRows:
         """The carried tuples in arrival order: timestamps, key columns,
         each call's argument values (0 for a COUNT), lineages."""
         order = np.argsort(self.arrival, kind="stable")
-        gid = self.by_group[order]
-        values = dict(zip(self.valued, (v[order] for v in self.values), strict=True))
-        n = len(order)
-        args = [values.get(k, np.zeros(n, dtype=np.int64)) for k in range(len(self.calls))]
+        keys, args = carried_keys_and_args(
+            order, self.by_group, self.groups, self.valued, self.values, self.calls
+        )
         lin = self.lin[order] if self.lin is not None else None
-        return self.ts[order], [k[gid] for k in self.groups.key_values], args, lin
+        return self.ts[order], keys, args, lin
 
     def positions(self) -> Int64s:
         """Each carried tuple's index within its group (in the order of

@@ -67,11 +67,9 @@ class GroupedRangeSums:
         """The carried tuples in arrival order: timestamps, key columns,
         each call's argument values (0 for a COUNT), lineages."""
         order = np.argsort(self.arrival, kind="stable")
-        gid = self.by_group[order]
-        keys: list[Array] = [k[gid] for k in self.groups.key_values]
-        values = dict(zip(self.valued, (v[order] for v in self.values), strict=True))
-        n = len(order)
-        args = [values.get(k, np.zeros(n, dtype=np.int64)) for k in range(len(self.calls))]
+        keys, args = carried_keys_and_args(
+            order, self.by_group, self.groups, self.valued, self.values, self.calls
+        )
         lin = self.lin.view.copy() if self.lin is not None else None
         return self.ts.view.copy(), keys, args, lin
 
@@ -180,6 +178,24 @@ def largest_summed(
     pairs = zip(valued, carried, new, strict=True)
     added = [v for k, old, fresh in pairs if adds[k] for v in (old, fresh)]
     return max((max(-int(v.min()), int(v.max())) for v in added if len(v)), default=0)
+
+
+def carried_keys_and_args(
+    order: Int64s,
+    by_group: Int64s,
+    groups: GroupNumbers,
+    valued: Sequence[int],
+    values: Sequence[Array],
+    calls: Sequence[plan.AggCall],
+) -> tuple[list[Array], list[Array]]:
+    """The key columns and each call's argument (0 for a COUNT) of tuples
+    kept in (group, arrival) order, taken in ``order``: what both
+    incremental paths hand the general algorithm when they give up."""
+    gid = by_group[order]
+    taken = dict(zip(valued, (v[order] for v in values), strict=True))
+    n = len(order)
+    args = [taken.get(k, np.zeros(n, dtype=np.int64)) for k in range(len(calls))]
+    return [k[gid] for k in groups.key_values], args
 
 
 class GroupOrderMerge:
