@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from semiactive.config import NatsSinkConfig
 from semiactive.errors import UserError
@@ -81,15 +81,24 @@ def subject_matches(pattern: str, subject: str) -> bool:
     return len(want) == len(have)
 
 
+T = TypeVar("T")
+
+
 async def _quiet(_: Exception) -> None:
     """The client's error callback: the sink logs what matters itself."""
 
 
-async def connect(url: str) -> Any:
+async def connect(url: str, closed: asyncio.Event | None = None) -> Any:
     """One attempt, bounded: the client's own connect retries a refused
     server for minutes whatever ``allow_reconnect`` says. A connection
     lost later is not reconnected behind the sink's back: its next write
-    connects again and reads the progress first."""
+    connects again and reads the progress first. ``closed`` is set when
+    the connection closes (see :func:`unless_closed`)."""
+
+    async def on_closed() -> None:
+        if closed is not None:
+            closed.set()
+
     return await asyncio.wait_for(
         nats.connect(
             servers=[url],
@@ -98,9 +107,35 @@ async def connect(url: str) -> Any:
             max_reconnect_attempts=1,
             reconnect_time_wait=0.1,
             error_cb=_quiet,
+            closed_cb=on_closed,
         ),
         CONNECT_TIMEOUT_S,
     )
+
+
+async def unless_closed(call: Awaitable[T], closed: asyncio.Event) -> T:
+    """``call`` (a request to the server), or ConnectionClosedError as soon
+    as ``closed`` is set: nats-py leaves a request on a connection the
+    server dropped waiting out its whole timeout (seconds in which a
+    source saw no outage and read nothing)."""
+    task = asyncio.ensure_future(call)
+    waiter = asyncio.ensure_future(closed.wait())
+    try:
+        await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_retrieved)
+    if not task.done():
+        raise nats.errors.ConnectionClosedError
+    return task.result()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """A request given up on: its outcome is read so asyncio does not log it."""
+    if not task.cancelled():
+        task.exception()
 
 
 class NatsSubject:
@@ -122,6 +157,7 @@ class NatsSubject:
         self._on_outage = on_outage
         self._nc: Any = None
         self._js: Any = None
+        self._closed = asyncio.Event()  # set when the connection closes
 
     def describe(self) -> str:
         return f"NATS subject {self.config.subject} (run {self.run!r})"
@@ -137,12 +173,14 @@ class NatsSubject:
     async def prepare(self) -> None:
         """Connect now; :meth:`open` then only reads the progress."""
         with contextlib.suppress(*ERRORS):
-            self._nc = await connect(self.config.url)
+            self._closed = asyncio.Event()
+            self._nc = await connect(self.config.url, self._closed)
 
     async def _connect(self) -> None:
         cfg = self.config
         if self._nc is None or not self._nc.is_connected:
-            self._nc = await connect(cfg.url)
+            self._closed = asyncio.Event()
+            self._nc = await connect(cfg.url, self._closed)
         self._js = self._nc.jetstream(timeout=ACK_TIMEOUT_S)
         try:
             info = await self._js.stream_info(cfg.stream)
@@ -191,7 +229,8 @@ class NatsSubject:
             headers = {MSG_ID: f"{cfg.subject}:{self.run}:{seq}", RUN: self.run, SEQ: str(seq)}
             payload = fmt(seq, row)[:-1].encode()
             futures.append(await self._js.publish_async(cfg.subject, payload, headers=headers))
-        done = await asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), ACK_TIMEOUT_S)
+        acks = asyncio.wait_for(asyncio.gather(*futures, return_exceptions=True), ACK_TIMEOUT_S)
+        done = await unless_closed(acks, self._closed)
         for result in done:
             if isinstance(result, BaseException):
                 raise result

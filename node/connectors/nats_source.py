@@ -29,7 +29,13 @@ from typing import Any
 from semiactive.config import NatsSourceConfig
 from semiactive.errors import UserError
 from semiactive.node.connectors.broker_feed import BrokerMessage
-from semiactive.node.connectors.nats import ERRORS, require_client, subject_matches, unreachable
+from semiactive.node.connectors.nats import (
+    ERRORS,
+    require_client,
+    subject_matches,
+    unless_closed,
+    unreachable,
+)
 from semiactive.node.connectors.nats import connect as connect_once
 from semiactive.node.connectors.retrying import RETRY_MAX_S, connect_within, first_line
 
@@ -55,6 +61,7 @@ class NatsReader:
         self.outage: str | None = None
         self._nc: Any = None
         self._js: Any = None
+        self._closed = asyncio.Event()  # set when the connection closes
         self._sub: Any = None
         self._next = 1  # the next stream sequence the source needs
         self._acked = 0  # the consumer's acknowledgement floor as this reader moved it
@@ -93,7 +100,8 @@ class NatsReader:
             await self._js.add_stream(name=name, subjects=[subject], storage=StorageType.FILE)
 
     async def _connect(self) -> None:
-        self._nc = await connect_once(self.config.url)
+        self._closed = asyncio.Event()
+        self._nc = await connect_once(self.config.url, self._closed)
         self._js = self._nc.jetstream(timeout=REQUEST_TIMEOUT_S)
 
     async def _disconnect(self) -> None:
@@ -114,7 +122,7 @@ class NatsReader:
         if self._js is None:
             await self._connect()
         with contextlib.suppress(nats.js.errors.NotFoundError):
-            await self._js.delete_consumer(cfg.stream, cfg.durable)
+            await unless_closed(self._js.delete_consumer(cfg.stream, cfg.durable), self._closed)
         self._unacked.clear()
         consumer = ConsumerConfig(
             durable_name=cfg.durable,
@@ -125,7 +133,7 @@ class NatsReader:
             max_ack_pending=-1,
             filter_subject=cfg.subject,
         )
-        await self._js.add_consumer(cfg.stream, consumer)
+        await unless_closed(self._js.add_consumer(cfg.stream, consumer), self._closed)
         self._sub = await self._js.pull_subscribe_bind(durable=cfg.durable, stream=cfg.stream)
 
     async def read(self, most: int, timeout_s: float) -> list[BrokerMessage]:
@@ -220,7 +228,8 @@ class NatsReader:
                 try:
                     if self._js is None:
                         await self._connect()
-                    await self._js.publish(self.config.dead_letters, message.value, headers=headers)
+                    publish = self._js.publish(self.config.dead_letters, message.value, headers=headers)
+                    await unless_closed(publish, self._closed)
                     return
                 except ERRORS as exc:
                     await self._away(exc)

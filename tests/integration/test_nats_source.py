@@ -7,6 +7,8 @@ errors."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,5 +190,40 @@ def test_a_dead_letter_waits_out_a_server_that_is_away(server: NatsServer) -> No
         msg = await nc.jetstream().get_last_msg("DLAWAY_DEAD", "d_dlaway.dead")
         await nc.close()
         assert msg.data == b"bad"
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_letter_in_flight_when_the_server_dies_is_an_outage_at_once(server: NatsServer) -> None:
+    """The server frozen while a dead letter's publish waits for its reply,
+    then killed: nats-py closes the connection but leaves the request
+    waiting out its 5-s timeout, in which the source neither read nor
+    showed an outage. The reader now gives it up when the connection
+    closes, and the letter is stored once the server is back."""
+    from semiactive.node.connectors.broker_feed import BrokerMessage
+
+    async def scenario() -> None:
+        import nats
+
+        await _stream(server, "dlgone", ["dlgone.>"], 0)
+        reader = NatsReader(_config(server, "dlgone"), "src")
+        await reader.assign(await reader.open())
+        assert server.process is not None
+        server.process.send_signal(signal.SIGSTOP)
+        letter = asyncio.create_task(reader.dead_letter(BrokerMessage(0, 9, b"bad"), "malformed", "not JSON"))
+        await asyncio.sleep(0.3)
+        assert reader.outage is None and not letter.done()
+        killed = time.monotonic()
+        server.kill()
+        while reader.outage is None and time.monotonic() - killed < 3.0:
+            await asyncio.sleep(0.02)
+        assert reader.outage is not None and time.monotonic() - killed < 1.0, reader.outage
+        server.start()
+        await asyncio.wait_for(letter, 20)
+        await reader.close()
+        nc = await nats.connect(server.url)
+        msg = await nc.jetstream().get_last_msg("DLGONE_DEAD", "d_dlgone.dead")
+        await nc.close()
+        assert msg.data == b"bad" and msg.headers is not None and msg.headers["reason"] == "malformed"
 
     asyncio.run(scenario())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -153,3 +154,37 @@ async def _open(cfg: NatsSinkConfig) -> None:
 )
 def test_subject_wildcards(pattern: str, subject: str, takes: bool) -> None:
     assert subject_matches(pattern, subject) is takes
+
+
+def test_a_write_in_flight_when_the_server_dies_is_an_outage_at_once(server: NatsServer) -> None:
+    """The server frozen while a write waits for its acks, then killed:
+    nats-py closes the connection but leaves the acks waiting out their
+    5-s timeout. The write now gives them up when the connection closes,
+    reports the outage at once, and stores every row once the server is
+    back."""
+    cfg = _config(server, "inflight")
+    outages: list[tuple[float, str | None]] = []
+
+    async def scenario() -> None:
+        subject = NatsSubject(
+            cfg, "run", SCHEMA, plan.Kind.STREAM, on_outage=lambda e: outages.append((time.monotonic(), e))
+        )
+        await subject.open()
+        await subject.write(_rows(1, 50))
+        assert server.process is not None
+        server.process.send_signal(signal.SIGSTOP)
+        write = asyncio.create_task(subject.write(_rows(51, 100)))
+        await asyncio.sleep(0.3)
+        assert not write.done() and not outages
+        killed = time.monotonic()
+        server.kill()
+        while not outages and time.monotonic() - killed < 3.0:
+            await asyncio.sleep(0.02)
+        assert outages and outages[0][0] - killed < 1.0 and outages[0][1], outages
+        server.start()
+        await asyncio.wait_for(write, 20)
+        await subject.close()
+
+    asyncio.run(scenario())
+    assert [r["seq"] for r in read_subject(cfg, "run")] == list(range(1, 101))
+    assert [e is None for _, e in outages] == [False, True]

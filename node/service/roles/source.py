@@ -67,6 +67,7 @@ BROKER_READ_MOST = 4096  # messages a read takes at most
 BROKER_READ_WAIT_S = 0.05  # how long a read waits for the first
 BROKER_DRAIN_WAIT_S = 0.5  # after a stop: a read that finds nothing in this long ends the stream
 REJECTS_LOGGED = 10  # per reason; the rest are only counted
+OUTAGE_POLL_S = 0.1  # how often a broker's outage is looked at besides after each read
 
 
 # A broker source's reader, opened, and per partition where a first start reads.
@@ -328,6 +329,21 @@ class SourceRole:
         reader, feed = self.reader, self.feed
         assert reader is not None and feed is not None
         await reader.assign(feed.positions())
+        watch = asyncio.create_task(self._watch_outage(reader))
+        try:
+            await self._read_broker(reader, feed)
+        finally:
+            watch.cancel()
+
+    async def _watch_outage(self, reader: BrokerReader) -> None:
+        """Report the broker's outages while the loop may be held elsewhere
+        (a dead letter waits for the broker to store it, however long it is
+        away); the loop also looks after every read."""
+        while True:
+            await asyncio.sleep(OUTAGE_POLL_S)
+            self._broker_outage(reader.outage)
+
+    async def _read_broker(self, reader: BrokerReader, feed: BrokerFeed) -> None:
         partitions = set(feed.positions())
         ended: set[int] = set()  # partitions read through the stop
         while True:
