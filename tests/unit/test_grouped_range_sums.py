@@ -64,7 +64,22 @@ def test_grouped_range_sums_give_what_the_general_algorithm_gives(
 ) -> None:
     kinds = keys.split()
     fast, general = _pair(range_ms, slide, len(kinds))
-    rnd = np.random.default_rng(len(calls) * 1000 + range_ms + groups)
+    _feed(fast, general, kinds, groups, calls, seed=len(calls) * 1000 + range_ms + groups)
+    if all(value < 2**52 for *_, value in calls):
+        assert fast.fast is not None  # text keys and small sums keep the incremental path
+
+
+def _feed(
+    fast: GroupedWindowAggregate,
+    general: GroupedWindowAggregate,
+    kinds: list[str],
+    groups: int,
+    calls: list[tuple[int, int, int, int]],
+    seed: int,
+) -> None:
+    """Both aggregates fed the same random calls (watermark step, rows, ts
+    spread, value), compared call for call."""
+    rnd = np.random.default_rng(seed)
     done, ts_next, seq = -1, 0, 1
     for step, n, spread, value in calls:
         ts = (ts_next + np.cumsum(rnd.integers(0, spread + 1, n))).astype(np.int64)
@@ -72,15 +87,13 @@ def test_grouped_range_sums_give_what_the_general_algorithm_gives(
         key_columns = [_key(rnd.integers(-groups, groups, n).astype(np.int64), kind) for kind in kinds]
         a = np.full(n, value, dtype=np.int64) - rnd.integers(0, 3, n)
         b = rnd.integers(-50, 50, n).astype(np.int64)
-        garbage = np.empty(n, dtype=np.int64)  # COUNT's argument is never read
         lin = np.arange(seq, seq + n, dtype=np.int64)
+        garbage, zeros = np.empty(n, dtype=np.int64), np.zeros(n, dtype=np.int64)  # COUNT's: never read
         got = fast.advance(ts, key_columns, [garbage, a, b, a, b], done, watermark, lin)
-        want = general.advance(ts, key_columns, [garbage.copy(), a, b, a, b], done, watermark, lin)
+        want = general.advance(ts, key_columns, [zeros, a, b, a, b], done, watermark, lin)
         _same(got, want)
         assert fast.state_low() == general.state_low()
         done, ts_next, seq = watermark, watermark + 1, seq + n
-    if all(value < 2**52 for *_, value in calls):
-        assert fast.fast is not None  # text keys and small sums keep the incremental path
 
 
 def _key(numbers: Array, kind: str) -> Array:
@@ -176,21 +189,6 @@ def test_grouped_partition_rows_give_what_the_general_algorithm_gives(
     )
     general.fast = None
     assert fast.fast is not None
-    rnd = np.random.default_rng(len(calls) * 1000 + size + groups)
-    done, ts_next, seq = -1, 0, 1
-    for step, n, spread, value in calls:
-        ts = (ts_next + np.cumsum(rnd.integers(0, spread + 1, n))).astype(np.int64)
-        watermark = max(done + 1 + step, int(ts[-1]) if n else done + 1)
-        key_columns = [_key(rnd.integers(-groups, groups, n).astype(np.int64), kind) for kind in kinds]
-        a = np.full(n, value, dtype=np.int64) - rnd.integers(0, 3, n)
-        b = rnd.integers(-50, 50, n).astype(np.int64)
-        lin = np.arange(seq, seq + n, dtype=np.int64)
-        got = fast.advance(ts, key_columns, [np.empty(n, dtype=np.int64), a, b, a, b], done, watermark, lin)
-        want = general.advance(
-            ts, key_columns, [np.zeros(n, dtype=np.int64), a, b, a, b], done, watermark, lin
-        )
-        _same(got, want)
-        assert fast.state_low() == general.state_low()
-        done, ts_next, seq = watermark, watermark + 1, seq + n
+    _feed(fast, general, kinds, groups, calls, seed=len(calls) * 1000 + size + groups)
     if all(value < 2**52 for *_, value in calls):
         assert fast.fast is not None
