@@ -174,7 +174,6 @@ def test_a_dead_letter_waits_out_a_server_that_is_away(server: NatsServer) -> No
     from semiactive.node.connectors.broker_feed import BrokerMessage
 
     async def scenario() -> None:
-        import nats
 
         await _stream(server, "dlaway", ["dlaway.>"], 0)
         reader = NatsReader(_config(server, "dlaway"), "src")
@@ -183,12 +182,7 @@ def test_a_dead_letter_waits_out_a_server_that_is_away(server: NatsServer) -> No
         letter = asyncio.create_task(reader.dead_letter(BrokerMessage(0, 7, b"bad"), "malformed", "not JSON"))
         await asyncio.sleep(0.5)
         assert not letter.done()
-        server.start()
-        await asyncio.wait_for(letter, 20)
-        await reader.close()
-        nc = await nats.connect(server.url)
-        msg = await nc.jetstream().get_last_msg("DLAWAY_DEAD", "d_dlaway.dead")
-        await nc.close()
+        msg = await _stored_when_back(server, reader, letter, "dlaway")
         assert msg.data == b"bad"
 
     asyncio.run(scenario())
@@ -203,7 +197,6 @@ def test_a_dead_letter_in_flight_when_the_server_dies_is_an_outage_at_once(serve
     from semiactive.node.connectors.broker_feed import BrokerMessage
 
     async def scenario() -> None:
-        import nats
 
         await _stream(server, "dlgone", ["dlgone.>"], 0)
         reader = NatsReader(_config(server, "dlgone"), "src")
@@ -218,12 +211,23 @@ def test_a_dead_letter_in_flight_when_the_server_dies_is_an_outage_at_once(serve
         while reader.outage is None and time.monotonic() - killed < 3.0:
             await asyncio.sleep(0.02)
         assert reader.outage is not None and time.monotonic() - killed < 1.0, reader.outage
-        server.start()
-        await asyncio.wait_for(letter, 20)
-        await reader.close()
-        nc = await nats.connect(server.url)
-        msg = await nc.jetstream().get_last_msg("DLGONE_DEAD", "d_dlgone.dead")
-        await nc.close()
+        msg = await _stored_when_back(server, reader, letter, "dlgone")
         assert msg.data == b"bad" and msg.headers is not None and msg.headers["reason"] == "malformed"
 
     asyncio.run(scenario())
+
+
+async def _stored_when_back(
+    server: NatsServer, reader: NatsReader, letter: asyncio.Task[None], name: str
+) -> Any:
+    """The server started again: the dead letter ``letter`` is published,
+    and the last message of the stream ``name``'s dead letters is read."""
+    import nats
+
+    server.start()
+    await asyncio.wait_for(letter, 20)
+    await reader.close()
+    nc = await nats.connect(server.url)
+    msg = await nc.jetstream().get_last_msg(f"{name.upper()}_DEAD", f"d_{name}.dead")
+    await nc.close()
+    return msg

@@ -126,7 +126,12 @@ def inputs(draw: Any) -> tuple[list[tuple[Any, ...]], list[tuple[int, int]]]:
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), inputs())
 def test_the_columnar_engine_returns_what_the_row_engine_does(text: str, data: Any) -> None:
-    rows, steps = data
+    _same_outputs(text, *data)
+
+
+def _same_outputs(text: str, rows: list[tuple[Any, ...]], steps: list[tuple[int, int]]) -> None:
+    """Both engines fed ``rows`` in ``steps`` (rows pushed, watermark): every
+    advance gives the same elements, types included."""
     program = compile_program(text)
     row_engine = Engine(program, ["out"])
     vector = VectorEngine(program, ["out"])
@@ -143,7 +148,12 @@ def test_the_columnar_engine_returns_what_the_row_engine_does(text: str, data: A
         assert repr(got) == repr(expected), (text, watermark)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],  # inputs() is as large as meant
+)
 @given(
     st.sampled_from(["[Range 3]", "[Range 5 Slide 2]", "[Range 1]", "[Partition By t Rows 2]"]),
     st.sampled_from(["COUNT(*) AS n", "SUM(b) AS s, MIN(b) AS m", "COUNT(*) AS n, MAX(b) AS top"]),
@@ -153,19 +163,8 @@ def test_text_keys_in_one_process_group_as_the_row_engine_does(window: str, call
     """GROUP BY a text key on strings (``query run`` holds text so): the
     incremental paths number them through a dict, where ``'a'`` and
     ``'a\\0'`` are two groups, as in the row engine's dict."""
-    rows, steps = data
-    program = compile_program(
-        WITH_TEXT + f"REGISTER QUERY out AS ISTREAM(SELECT t, {calls} FROM S {window} GROUP BY t);\n"
-    )
-    row_engine, vector = Engine(program, ["out"]), VectorEngine(program, ["out"])
-    at = 0
-    for count, watermark in steps:
-        chunk = rows[at : at + count]
-        at += count
-        row_engine.push("S", chunk)
-        vector.push("S", chunk)
-        expected = [(e[0], 0, *e[2:]) for e in row_engine.advance(watermark)["out"]]
-        assert repr(vector.advance_elements(watermark)["out"]) == repr(expected), watermark
+    text = WITH_TEXT + f"REGISTER QUERY out AS ISTREAM(SELECT t, {calls} FROM S {window} GROUP BY t);\n"
+    _same_outputs(text, *data)
 
 
 def test_the_bench_job_is_vectorized_and_equal_in_batches_of_one() -> None:
