@@ -27,6 +27,7 @@ from semiactive.node.connectors.sources import (
     randrange_block,
 )
 from semiactive.node.cql import plan
+from semiactive.node.engine.columnar.batch import python_values
 from semiactive.node.sections.codec import RowCodec
 from semiactive.node.sections.record_rows import RecordLayout, RecordRows
 
@@ -52,9 +53,16 @@ def test_numpy_draws_what_randrange_draws_and_leaves_the_generator_alike(bound: 
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, BLOCK + 10), min_size=1, max_size=6), st.integers(0, 3 * BLOCK))
 def test_a_source_of_integers_takes_records_of_the_tuples_it_takes(sizes: list[int], start: int) -> None:
-    layout = RecordLayout(RowCodec(CHAIN, plan.Kind.STREAM))
-    schedule = RateSchedule([Phase(0, 100_000.0), Phase(2000, 33_333.0)])
-    rows, records = SyntheticSource(CHAIN, schedule, 7), SyntheticSource(CHAIN, schedule, 7)
+    _records_are_the_rows(CHAIN, RateSchedule([Phase(0, 100_000.0), Phase(2000, 33_333.0)]), 7, sizes, start)
+
+
+def _records_are_the_rows(
+    schema: plan.Schema, schedule: RateSchedule, seed: int, sizes: list[int], start: int
+) -> None:
+    """Two sources of one seed, sought to ``start``: the record blocks one
+    takes hold the tuples the other takes, take for take."""
+    layout = RecordLayout(RowCodec(schema, plan.Kind.STREAM))
+    rows, records = SyntheticSource(schema, schedule, seed), SyntheticSource(schema, schedule, seed)
     rows.seek(start)
     records.seek(start)
     for n in sizes:
@@ -90,10 +98,7 @@ def test_numpy_draws_what_randrange_and_choices_draw_and_leaves_the_generator_al
                 [theirs.randrange(1000) if n == 0 else "".join(theirs.choices(LETTERS, k=n)) for n in lengths]
                 for _ in range(count)
             ]
-            got = [
-                [v.decode() if isinstance(v, bytes) else v for v in c.tolist()]
-                for c in draws_block(ours, lengths, count)
-            ]
+            got = [python_values(c) for c in draws_block(ours, lengths, count)]
             assert [list(row) for row in zip(*got, strict=True)] == expected
             assert ours.random() == theirs.random()
 
@@ -113,16 +118,7 @@ TEXT = plan.Schema(
 def test_a_source_of_integers_and_text_takes_records_of_the_tuples_it_takes(
     sizes: list[int], start: int
 ) -> None:
-    layout = RecordLayout(RowCodec(TEXT, plan.Kind.STREAM))
-    schedule = RateSchedule([Phase(0, 100_000.0)])
-    rows, records = SyntheticSource(TEXT, schedule, 9), SyntheticSource(TEXT, schedule, 9)
-    rows.seek(start)
-    records.seek(start)
-    for n in sizes:
-        block = records.take_records(n, layout)
-        assert block is not None
-        assert block.rows() == rows.take(n)
-    assert records.index == rows.index
+    _records_are_the_rows(TEXT, RateSchedule([Phase(0, 100_000.0)]), 9, sizes, start)
 
 
 def test_a_source_drawing_floats_keeps_rows() -> None:
