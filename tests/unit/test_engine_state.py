@@ -64,6 +64,20 @@ def _relational(rnd: random.Random) -> dict[str, list[Element]]:
     return {"s": rows, "p": prices}
 
 
+FLOAT_SUMS = """
+REGISTER STREAM s (k integer, f float)
+REGISTER QUERY w AS ISTREAM(SELECT SUM(f) AS t, AVG(f) AS m FROM s [Rows 3])
+REGISTER QUERY p AS RSTREAM(SELECT k, SUM(f) AS t, COUNT(*) AS n FROM s [Partition By k Rows 3] GROUP BY k)
+"""
+"""Float sums that take infinities, overflow in pairs and fold (float_sums)."""
+
+
+def _float_sums(rnd: random.Random) -> dict[str, list[Element]]:
+    # No three values reach the float range's end, and no -inf: no NaN result.
+    values = [math.inf, 5e307, -5e307, 1.5, -0.0, 0.1, 1e-300, 5e-324]
+    return {"s": [(i // 2, i + 1, 1, rnd.randrange(3), rnd.choice(values)) for i in range(200)]}
+
+
 def _track(rnd: random.Random) -> dict[str, list[Element]]:
     return {name: elements(rows) for name, rows in TRACK_INPUTS.items()}
 
@@ -72,6 +86,7 @@ CASES: dict[str, tuple[str, Any]] = {
     **PROGRAMS,
     "relational": (RELATIONAL, _relational),
     "assign": (TRACK, _track),
+    "float-sums": (FLOAT_SUMS, _float_sums),
 }
 
 MODES: list[dict[str, Any]] = [

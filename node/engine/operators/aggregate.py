@@ -7,14 +7,13 @@ and then emits, for each group whose result row changed, ``-old`` and
 Accumulators are exact, so a result depends only on the multiset
 in the group, never on the order changes arrived in: a secondary that rebuilt
 the same window from a later starting point gets bit-identical floats. Float
-sums keep Shewchuk's non-overlapping partials (as ``math.fsum`` does) and
-round once when read.
+sums are :mod:`float_sums`: Shewchuk's non-overlapping partials, rounded once
+when read, with infinities, NaN and overflows kept apart.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,49 +21,8 @@ from semiactive.node.cql import plan
 from semiactive.node.engine import expressions
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.operators.float_sums import exact_add, exact_sum, odd_add
 from semiactive.node.engine.state_codec import state_class
-
-
-def exact_add(partials: list[float], x: float) -> None:
-    """Add ``x`` to a sum kept as Shewchuk's non-overlapping partials (as
-    ``math.fsum`` keeps them); ``math.fsum(partials)`` reads it, rounded
-    once. The sum of at most one partial, the common case, is unrolled."""
-    if not partials:
-        partials.append(x)
-        return
-    if len(partials) == 1:
-        y = partials[0]
-        if abs(x) < abs(y):
-            x, y = y, x
-        hi = x + y
-        lo = y - (hi - x)
-        if lo:
-            partials[0] = lo
-            partials.append(hi)
-        else:
-            partials[0] = hi
-        return
-    i = 0
-    for y in partials:
-        if abs(x) < abs(y):
-            x, y = y, x
-        hi = x + y
-        lo = y - (hi - x)
-        if lo:
-            partials[i] = lo
-            i += 1
-        x = hi
-    partials[i:] = [x]
-
-
-def exact_sum(partials: Sequence[float]) -> float:
-    """The sum kept by :func:`exact_add`, rounded once (``math.fsum``).
-    Partials that overflowed, or infinities of both signs, make ``fsum``
-    raise; the sum is then NaN (NULL on the wire), not a crash."""
-    try:
-        return math.fsum(partials)
-    except (OverflowError, ValueError):
-        return math.nan
 
 
 @state_class("v")
@@ -170,25 +128,32 @@ g[0] += s
 {update}
 """
 
-# exact_add(partials, +-v) with the sums of at most one partial unrolled.
+# exact_add(partials, +-v) with the sums of at most one partial unrolled;
+# infinities, NaN and additions that overflow go to ``odd`` (float_sums).
 _EXACT_ADD = """
 p = {partials}
 x = v if s > 0 else -v
 if not p:
-    p.append(x)
+    if x - x:
+        {odd} = _odd_add({odd}, p, x, s)
+    else:
+        p.append(x)
 elif len(p) == 1:
     y = p[0]
     if (x if x >= 0 else -x) < (y if y >= 0 else -y):
         x, y = y, x
     hi = x + y
-    lo = y - (hi - x)
-    if lo:
-        p[0] = lo
-        p.append(hi)
+    if hi - hi:
+        {odd} = _odd_add({odd}, p, v if s > 0 else -v, s)
     else:
-        p[0] = hi
+        lo = y - (hi - x)
+        if lo:
+            p[0] = lo
+            p.append(hi)
+        else:
+            p[0] = hi
 else:
-    _exact_add(p, x)
+    {odd} = _exact_add(p, x, s, {odd})
 """
 
 # Emits, for every group touched at instant ``cur``, -old and +new if its row changed.
@@ -242,9 +207,13 @@ class GroupCode:
                 init.append(f"_MinMaxAcc({call.func is plan.AggFunc.MAX})")
                 results.append(f"{g}.result()")
             else:
-                init += ["0", "[]" if _floating(call) else "0"]
-                total = f"g[{slot + 1}]"
-                value = f"_fsum({total})" if _floating(call) else total
+                # A float sum's slots: count, partials, odd (see float_sums).
+                if _floating(call):
+                    init += ["0", "[]", "None"]
+                    value = f"_fsum(g[{slot + 1}], g[{slot + 2}])"
+                else:
+                    init += ["0", "0"]
+                    value = f"g[{slot + 1}]"
                 if call.func is plan.AggFunc.AVG:
                     value = f"{value} / {g}"
                 results.append(f"({value} if {g} > 0 else None)")
@@ -252,7 +221,7 @@ class GroupCode:
         self.init = "".join(f", {x}" for x in init)
         self.flush = _FLUSH.format(head=head, results=", ".join(results))
         self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
-        self.namespace.update(_exact_add=exact_add, _fsum=exact_sum, _MinMaxAcc=MinMaxAcc)
+        self.namespace.update(_exact_add=exact_add, _odd_add=odd_add, _fsum=exact_sum, _MinMaxAcc=MinMaxAcc)
 
     def group_of_key(self) -> str:
         """Bind ``g`` to the group of key ``k`` (made if new) and note it in
@@ -304,10 +273,11 @@ class GroupCode:
                 total = f"g[{slot + 1}]"
                 lines.append(f"if v is not None:\n    {g} += s")
                 if _floating(call):
-                    lines.append(indent(_EXACT_ADD.format(partials=total), 4))
+                    lines.append(indent(_EXACT_ADD.format(partials=total, odd=f"g[{slot + 2}]"), 4))
+                    slot += 3
                 else:
                     lines.append(f"    {total} += v if s > 0 else -v")
-                slot += 2
+                    slot += 2
         return "\n".join(lines) or "pass"
 
 
