@@ -14,6 +14,7 @@ import pytest
 from semiactive.runtime.telemetry import read_jsonl
 from tests.faults.harness import (
     AGGREGATE,
+    FLOAT_SUMS,
     GROUPED_PARTITION,
     GROUPED_WINDOW,
     JOIN,
@@ -35,13 +36,14 @@ def _at() -> str:
 
 @pytest.mark.parametrize(
     "queries",
-    [SELECTION, AGGREGATE, RANGE_AGGREGATE, GROUPED_WINDOW, GROUPED_PARTITION],
+    [SELECTION, AGGREGATE, RANGE_AGGREGATE, GROUPED_WINDOW, GROUPED_PARTITION, FLOAT_SUMS],
     ids=[
         "selection",
         "windowed aggregate",
         "columnar window",
         "columnar grouped window",
         "columnar partition",
+        "columnar float sums",
     ],
 )
 def test_sigkill_the_middle_primary_at_a_random_time(tmp_path: Path, queries: list[str]) -> None:

@@ -33,6 +33,8 @@ from semiactive.node.engine.columnar.grouped_range_sums import (
     carried_keys_and_args,
     largest_summed,
     previous_queries,
+    run_sums,
+    taken_arguments,
 )
 from semiactive.node.engine.columnar.range_sums import SUM_LIMIT
 from semiactive.node.engine.columnar.window_aggregate import range_extreme
@@ -98,7 +100,7 @@ class GroupedPartitionRows:
         previous query here (-1: none). None, changing nothing, where it
         gives up."""
         valued = [args[k] for k in self.valued]
-        if any(a.dtype != np.int64 for a in valued) or not all(numbered(k) for k in keys):
+        if not taken_arguments(self.calls, self.valued, valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.by_group) + len(ts)
         if largest_summed(self.valued, self.adds, self.values, valued) * n >= SUM_LIMIT:
@@ -122,8 +124,7 @@ class GroupedPartitionRows:
         found = {}
         for k, values in zip(self.valued, self.values, strict=True):
             if self.adds[k]:
-                prefix = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values)))
-                found[k] = prefix[hi] - prefix[lo]
+                found[k] = run_sums(values, lo, hi)
             else:
                 found[k] = range_extreme(values, lo, hi, largest=self.calls[k].func is plan.AggFunc.MAX)
         columns: list[Array] = [found.get(k, count) for k in range(len(self.calls))]

@@ -13,8 +13,9 @@ prefix sums (or a table of range minima) over it, and answers each
 group's tuples in a range of arrivals being a run of that order.
 
 It gives up (:meth:`GroupedRangeSums.advance` returns None, changing
-nothing) for an argument that is not an int64, a key that is neither an
-int64 nor bytes (text off the wire), or sums that could leave int64;
+nothing) for an argument that is not an int64 (or a float64 summed
+exactly), a key that is neither an int64 nor bytes nor text, or sums that
+could leave int64;
 the caller then carries on with the general algorithm from
 :meth:`GroupedRangeSums.carried`.
 """
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from semiactive.node.cql import plan
+from semiactive.node.engine.columnar import float_window_sums
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.group_numbers import GroupNumbers, numbered
 from semiactive.node.engine.columnar.range_sums import SUM_LIMIT, Tail
@@ -91,7 +93,7 @@ class GroupedRangeSums:
         of the same group's previous query here (-1: none). None, changing
         nothing, where it gives up."""
         valued = [args[k] for k in self.valued]
-        if any(a.dtype != np.int64 for a in valued) or not all(numbered(k) for k in keys):
+        if not taken_arguments(self.calls, self.valued, valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.arrival) + len(ts)
         largest = largest_summed(self.valued, self.adds, self.values, valued)
@@ -125,8 +127,7 @@ class GroupedRangeSums:
         found = {}
         for k, values in zip(self.valued, self.values, strict=True):
             if self.adds[k]:
-                prefix = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values)))
-                found[k] = prefix[stop] - prefix[start]
+                found[k] = run_sums(values, start, stop)
             else:  # each group's run of the window: a range of this order
                 found[k] = range_extreme(values, start, stop, largest=self.calls[k].func is plan.AggFunc.MAX)
         columns: list[Array] = [found.get(k, count) for k in range(len(self.calls))]
@@ -176,8 +177,27 @@ def largest_summed(
     calls' carried and new arguments): times the tuples, a bound on its
     prefix sums."""
     pairs = zip(valued, carried, new, strict=True)
-    added = [v for k, old, fresh in pairs if adds[k] for v in (old, fresh)]
+    added = [v for k, old, fresh in pairs if adds[k] for v in (old, fresh) if v.dtype == np.int64]
     return max((max(-int(v.min()), int(v.max())) for v in added if len(v)), default=0)
+
+
+def taken_arguments(calls: Sequence[plan.AggCall], valued: Sequence[int], args: Sequence[Array]) -> bool:
+    """Whether the incremental paths take these argument columns (of the
+    ``valued`` calls): int64, or float64 summed exactly (float_window_sums)."""
+    sums = (plan.AggFunc.SUM, plan.AggFunc.AVG)
+    return all(
+        a.dtype == np.int64 or (a.dtype == np.float64 and calls[k].func in sums)
+        for k, a in zip(valued, args, strict=True)
+    )
+
+
+def run_sums(values: Array, start: Int64s, stop: Int64s) -> Array:
+    """The sums of ``values[start:stop]`` for each run: int64 prefix sums
+    (the callers bound them), or exact float sums."""
+    if values.dtype == np.float64:
+        return float_window_sums.window_sums(values, start, stop)
+    prefix = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values)))
+    return prefix[stop] - prefix[start]  # type: ignore[no-any-return]
 
 
 def carried_keys_and_args(
@@ -210,8 +230,8 @@ class GroupOrderMerge:
         self.old = np.ones(len(by_group) + len(gid), dtype=bool)
         self.old[self.at] = False
 
-    def __call__(self, carried: Int64s, new: Int64s) -> Int64s:
-        out = np.empty(len(self.old), dtype=np.int64)
+    def __call__(self, carried: Array, new: Array) -> Array:
+        out = np.empty(len(self.old), dtype=np.result_type(carried, new))  # int64, or float64 for float sums
         out[self.old] = carried
         out[self.at] = new[self.order]
         return out

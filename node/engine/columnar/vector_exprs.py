@@ -152,7 +152,8 @@ def _arith(op: Callable[[Any, Any], Any], left: Array, right: Array) -> Array:
             left, right = left.astype(object), right.astype(object)
     elif left.dtype == object or right.dtype == object:
         left, right = left.astype(object), right.astype(object)
-    return np.asarray(op(left, right))
+    with np.errstate(over="ignore", invalid="ignore"):  # floats overflow to inf, as IEEE 754 says
+        return np.asarray(op(left, right))
 
 
 def _literal_divisor(expr: plan.Arith) -> int | None:

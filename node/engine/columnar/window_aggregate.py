@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from semiactive.node.cql import plan
+from semiactive.node.engine.columnar import float_window_sums
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.range_sums import FUNCS, RangeSums
 from semiactive.node.engine.columnar.vector_exprs import EXACT_FLOAT, INT64
@@ -191,7 +192,10 @@ def aggregate(call: plan.AggCall, values: Array, lo: Int64s, hi: Int64s) -> Arra
         return count
     if call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
         return range_extreme(values, lo, hi, largest=call.func is plan.AggFunc.MAX)
-    sums = _window_sums(values, lo, hi)
+    if call.arg is not None and call.arg.type.name is plan.TypeName.FLOAT:
+        sums = float_window_sums.window_sums(np.asarray(values, dtype=np.float64), lo, hi)
+    else:
+        sums = _window_sums(values, lo, hi)
     if call.func is plan.AggFunc.SUM:
         return sums
     return average(sums, count)
@@ -200,6 +204,9 @@ def aggregate(call: plan.AggCall, values: Array, lo: Int64s, hi: Int64s) -> Arra
 def average(sums: Array, count: Int64s) -> Array:
     """AVG from a window's sum and count (0.0 for an empty window)."""
     out = np.zeros(len(count), dtype=np.float64)
+    if sums.dtype == np.float64:  # a float sum / its count, as Python divides them
+        np.divide(sums, count, out=out, where=count > 0)
+        return out
     if sums.dtype == np.int64 and (not len(sums) or max(-int(sums.min()), int(sums.max())) <= EXACT_FLOAT):
         np.divide(sums, count, out=out, where=count > 0)
         return out
