@@ -1,8 +1,10 @@
-"""Float SUM / AVG (node/engine/operators/float_sums.py): every result is a
-function of the multiset in the window alone (the exact sum rounded once,
-NaN or an infinity when the multiset holds those, NaN beyond the float
-range), whatever came in and went out before. A secondary that rebuilt the
-window from a later point must read the same bits as the primary."""
+"""Float SUM / AVG (node/engine/operators/float_sums.py) and MIN / MAX
+(float_order.py): every result is a function of the multiset in the window
+alone (the exact sum rounded once, NaN or an infinity when the multiset
+holds those, NaN beyond the float range; the least and greatest in one
+total order where NaN is the greatest), whatever came in and went out
+before. A secondary that rebuilt the window from a later point must read
+the same bits as the primary."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from semiactive.node.engine.operators.float_order import float_key, key_float
 from semiactive.node.engine.operators.float_sums import exact_add, exact_sum, odd_add
 from tests.unit.engine_harness import run
 
@@ -35,13 +38,13 @@ def reference(values: list[float]) -> float:
         return math.nan
 
 
-def _rows_at(rows: list[tuple[Any, ...]], ts: int) -> dict[Any, tuple[Any, ...]]:
-    """A relation output of one row per key (its first column, or none:
-    ``None``) as it stands at instant ``ts``."""
+def _rows_at(rows: list[tuple[Any, ...]], ts: int, keyed: bool = False) -> dict[Any, tuple[Any, ...]]:
+    """A relation output of one row per key (its first column if
+    ``keyed``, else one row: ``None``) as it stands at instant ``ts``."""
     now: dict[Any, tuple[Any, ...]] = {}
     for t, op, *values in rows:
         if t <= ts and op == "+":
-            now[values[0] if len(values) == 2 else None] = tuple(values)
+            now[values[0] if keyed else None] = tuple(values)
     return now
 
 
@@ -70,7 +73,7 @@ def test_a_group_sum_is_what_its_partition_holds(values: list[tuple[int, float]]
         got = run(text, {"s": inputs}, fuse=fuse)
         for ts, (k, _) in enumerate(values, start=1):
             window = [v for kk, v in values[:ts] if kk == k][-rows:]
-            assert repr(_rows_at(got, ts)[k]) == repr((k, reference(window))), (ts, k, fuse)
+            assert repr(_rows_at(got, ts, keyed=True)[k]) == repr((k, reference(window))), (ts, k, fuse)
 
 
 def test_an_infinity_that_left_the_window_leaves_no_nan_behind() -> None:
@@ -106,3 +109,33 @@ def test_the_partials_fold_exactly_where_an_addition_could_overflow() -> None:
     assert exact_sum(partials, odd) == math.inf
     odd = odd_add(odd, partials, -math.inf, -1)  # +inf taken out
     assert exact_sum(partials, odd) == 0.5
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as a relation's rows are compared (-0.0 == 0.0), NaN as NaN."""
+    return bool(a == b or (a != a and b != b))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(VALUES, min_size=1, max_size=40), rows=st.integers(1, 5))
+def test_window_min_max_order_floats_in_one_total_order(values: list[float], rows: int) -> None:
+    text = HEAD + f"REGISTER QUERY q AS SELECT MIN(f) AS lo, MAX(f) AS hi FROM s [Rows {rows}]"
+    inputs = [(ts, 0, v) for ts, v in enumerate(values, start=1)]
+    for fuse in (True, False):
+        got = run(text, {"s": inputs}, fuse=fuse)
+        for ts in range(1, len(values) + 1):
+            keys = [float_key(v) for v in values[max(0, ts - rows) : ts]]
+            lo, hi = _rows_at(got, ts)[None]
+            assert _same(lo, key_float(min(keys))) and _same(hi, key_float(max(keys))), (ts, fuse)
+
+
+def test_a_nan_that_left_the_window_leaves_no_trace_in_min_max() -> None:
+    """Python's heap answers by history once a NaN was in it."""
+    history = [(1, 0, math.nan), (2, 0, 3.0), (3, 0, math.nan), (4, 0, 1.0)]
+    tail = [(5, 0, 2.0), (6, 0, -0.0)]
+    text = HEAD + "REGISTER QUERY q AS SELECT MIN(f) AS lo, MAX(f) AS hi FROM s [Rows 2]"
+    primary = _rows_at(run(text, {"s": history + tail}), 6)
+    secondary = _rows_at(run(text, {"s": tail}), 6)
+    assert repr(primary) == repr(secondary) == repr({None: (-0.0, 2.0)})
+    with_nan = _rows_at(run(text, {"s": history[:2]}), 2)[None]
+    assert with_nan[0] == 3.0 and math.isnan(with_nan[1])

@@ -100,7 +100,7 @@ class GroupedPartitionRows:
         previous query here (-1: none). None, changing nothing, where it
         gives up."""
         valued = [args[k] for k in self.valued]
-        if not taken_arguments(self.calls, self.valued, valued) or not all(numbered(k) for k in keys):
+        if not taken_arguments(valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.by_group) + len(ts)
         if largest_summed(self.valued, self.adds, self.values, valued) * n >= SUM_LIMIT:

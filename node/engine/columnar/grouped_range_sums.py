@@ -13,9 +13,9 @@ prefix sums (or a table of range minima) over it, and answers each
 group's tuples in a range of arrivals being a run of that order.
 
 It gives up (:meth:`GroupedRangeSums.advance` returns None, changing
-nothing) for an argument that is not an int64 (or a float64 summed
-exactly), a key that is neither an int64 nor bytes nor text, or sums that
-could leave int64;
+nothing) for an argument that is neither an int64 nor a float64, a key
+that is neither an int64, bytes nor text, or sums that could leave
+int64;
 the caller then carries on with the general algorithm from
 :meth:`GroupedRangeSums.carried`.
 """
@@ -93,7 +93,7 @@ class GroupedRangeSums:
         of the same group's previous query here (-1: none). None, changing
         nothing, where it gives up."""
         valued = [args[k] for k in self.valued]
-        if not taken_arguments(self.calls, self.valued, valued) or not all(numbered(k) for k in keys):
+        if not taken_arguments(valued) or not all(numbered(k) for k in keys):
             return None
         n = len(self.arrival) + len(ts)
         largest = largest_summed(self.valued, self.adds, self.values, valued)
@@ -181,14 +181,10 @@ def largest_summed(
     return max((max(-int(v.min()), int(v.max())) for v in added if len(v)), default=0)
 
 
-def taken_arguments(calls: Sequence[plan.AggCall], valued: Sequence[int], args: Sequence[Array]) -> bool:
-    """Whether the incremental paths take these argument columns (of the
-    ``valued`` calls): int64, or float64 summed exactly (float_window_sums)."""
-    sums = (plan.AggFunc.SUM, plan.AggFunc.AVG)
-    return all(
-        a.dtype == np.int64 or (a.dtype == np.float64 and calls[k].func in sums)
-        for k, a in zip(valued, args, strict=True)
-    )
+def taken_arguments(args: Sequence[Array]) -> bool:
+    """Whether the incremental paths take these argument columns: int64,
+    or float64 (summed exactly, float_window_sums; ordered as float_order)."""
+    return all(a.dtype in (np.int64, np.float64) for a in args)
 
 
 def run_sums(values: Array, start: Int64s, stop: Int64s) -> Array:

@@ -107,7 +107,8 @@ def evaluate(expr: plan.Expr, columns: Sequence[Array], n: int) -> Array:
         if expr.left.type.name is plan.TypeName.CHAR:
             return _compare_text(expr, columns, n)
         left, right = _comparable(evaluate(expr.left, columns, n), evaluate(expr.right, columns, n))
-        return np.asarray(_COMPARE[expr.op](left, right), dtype=bool)
+        with np.errstate(invalid="ignore"):  # a NaN compares false, as in the row engine
+            return np.asarray(_COMPARE[expr.op](left, right), dtype=bool)
     if isinstance(expr, plan.BoolOp):
         combine = np.logical_and if expr.op.lower() == "and" else np.logical_or
         values = [evaluate(o, columns, n) for o in expr.operands]

@@ -32,6 +32,7 @@ from semiactive.node.engine.columnar import float_window_sums
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.range_sums import FUNCS, RangeSums
 from semiactive.node.engine.columnar.vector_exprs import EXACT_FLOAT, INT64
+from semiactive.node.engine.operators.float_order import FLIP, NAN_KEY
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,10 @@ def _window_sums(values: Array, lo: Int64s, hi: Int64s) -> Array:
 def range_extreme(values: Array, lo: Int64s, hi: Int64s, *, largest: bool) -> Array:
     """``min`` (or ``max``) of ``values[lo:hi]`` for each non-empty window
     (0 for an empty one), from a sparse table: level k holds the extreme of
-    every run of 2**k values, and a window is the overlap of two runs."""
+    every run of 2**k values, and a window is the overlap of two runs.
+    Floats are ordered as the row engine orders them (float_order)."""
+    if values.dtype == np.float64:
+        return _key_floats(range_extreme(_float_keys(values), lo, hi, largest=largest))
     pick = np.maximum if largest else np.minimum
     out = np.zeros(len(lo), dtype=values.dtype)
     length = hi - lo
@@ -250,3 +254,16 @@ def range_extreme(values: Array, lo: Int64s, hi: Int64s, *, largest: bool) -> Ar
         end = hi[rows] - (1 << int(level))
         out[rows] = pick(table[start], table[end])
     return out
+
+
+def _float_keys(values: np.ndarray) -> Int64s:
+    """float_order's keys of float64 ``values``: their bits as int64,
+    all but the sign flipped where negative; every NaN the greatest."""
+    bits = np.ascontiguousarray(values).view(np.int64)
+    keys = np.where(bits >= 0, bits, bits ^ FLIP)
+    keys[np.isnan(values)] = NAN_KEY
+    return keys  # type: ignore[no-any-return]
+
+
+def _key_floats(keys: Int64s) -> np.ndarray:
+    return np.where(keys >= 0, keys, keys ^ FLIP).view(np.float64)  # type: ignore[no-any-return]

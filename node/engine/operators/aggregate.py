@@ -21,6 +21,7 @@ from semiactive.node.cql import plan
 from semiactive.node.engine import expressions
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.operators.base import Operator
+from semiactive.node.engine.operators.float_order import float_key, key_float
 from semiactive.node.engine.operators.float_sums import exact_add, exact_sum, odd_add
 from semiactive.node.engine.state_codec import state_class
 
@@ -205,7 +206,7 @@ class GroupCode:
                 results.append(g)
             elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
                 init.append(f"_MinMaxAcc({call.func is plan.AggFunc.MAX})")
-                results.append(f"{g}.result()")
+                results.append(f"_key_float({g}.result())" if _float_order(call) else f"{g}.result()")
             else:
                 # A float sum's slots: count, partials, odd (see float_sums).
                 if _floating(call):
@@ -222,6 +223,7 @@ class GroupCode:
         self.flush = _FLUSH.format(head=head, results=", ".join(results))
         self.namespace: dict[str, Any] = dict(expressions.RUNTIME)
         self.namespace.update(_exact_add=exact_add, _odd_add=odd_add, _fsum=exact_sum, _MinMaxAcc=MinMaxAcc)
+        self.namespace.update(_float_key=float_key, _key_float=key_float)
 
     def group_of_key(self) -> str:
         """Bind ``g`` to the group of key ``k`` (made if new) and note it in
@@ -247,7 +249,11 @@ class GroupCode:
             if call.func is plan.AggFunc.COUNT:
                 results.append(f"(0 if {bind} is None else 1)")
             elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
-                results.append(bind)
+                results.append(
+                    f"(None if {bind} is None else _key_float(_float_key({v})))"
+                    if _float_order(call)
+                    else bind
+                )
             else:
                 value = f"_fsum(({v},))" if _floating(call) else v
                 if call.func is plan.AggFunc.AVG:
@@ -267,7 +273,11 @@ class GroupCode:
                 lines.append(f"if v is not None: {g} += s")
                 slot += 1
             elif call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
-                lines.append(f"{g}.add(v, s)")
+                lines.append(
+                    f"{g}.add(None if v is None else _float_key(v), s)"
+                    if _float_order(call)
+                    else f"{g}.add(v, s)"
+                )
                 slot += 1
             else:
                 total = f"g[{slot + 1}]"
@@ -279,6 +289,12 @@ class GroupCode:
                     lines.append(f"    {total} += v if s > 0 else -v")
                     slot += 2
         return "\n".join(lines) or "pass"
+
+
+def _float_order(call: plan.AggCall) -> bool:
+    """Whether a MIN / MAX orders floats (by float_order's keys)."""
+    assert call.arg is not None
+    return call.arg.type.name is plan.TypeName.FLOAT
 
 
 def _floating(call: plan.AggCall) -> bool:

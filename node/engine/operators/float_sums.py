@@ -90,15 +90,23 @@ def exact_sum(partials: Sequence[float], odd: Odd | None = None) -> float:
     if odd is not None:
         pinf, ninf, nan, big = odd
         if nan or (pinf and ninf):
-            return math.nan
+            return _nan()
         if pinf or ninf:
             return math.inf if pinf else -math.inf
         if big:
             try:
                 return (big + sum(map(_units, partials))) / UNIT + 0.0
             except OverflowError:
-                return math.nan
+                return _nan()
     try:
         return math.fsum(partials) + 0.0
     except (OverflowError, ValueError):
-        return math.nan
+        return _nan()
+
+
+def _nan() -> float:
+    """A new NaN each time: a NaN is equal to nothing, itself included, but
+    Python compares the same object as equal (tuples, dicts), so a reused
+    one would make a row holding it look unchanged (and the columnar
+    engine, comparing values, would not agree)."""
+    return float("nan")

@@ -1,8 +1,9 @@
-"""Float SUM / AVG over windows, row engine against columnar engine, in
-process: N tuples (one per ms, 100 keys) through each query below, in
+"""Float SUM / AVG / MIN / MAX over windows, row engine against columnar
+engine, in process: N tuples (one per ms, 100 keys) through each query below, in
 batches; both must give the same rows, bit for bit.
 
-    python bench/float_sums.py [--tuples 200000] [--batch 10000] [--repeat 2] [--values prices|uniform|spread]
+    python bench/float_aggregates.py [--tuples 200000] [--batch 10000] [--repeat 2]
+        [--values prices|uniform|spread]
 
 ``prices`` are cents (``12.34``), ``uniform`` doubles in [-1000, 1000),
 ``spread`` doubles from 1e-30 to 1e30 (beyond the limbs: Python
@@ -18,6 +19,7 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,14 @@ QUERIES = {
     "sum by key, [Partition By key Rows 10]": (
         "ISTREAM(SELECT sym, SUM(price) AS total FROM S [Partition By sym Rows 10] GROUP BY sym)"
     ),
+    "min/max, [Rows 100 Slide 10]": (
+        "ISTREAM(SELECT MIN(price) AS lo, MAX(price) AS hi FROM S [Rows 100 Slide 10])"
+    ),
+    "min/max by key, [Range 1000]": (
+        "ISTREAM(SELECT sym, MIN(price) AS lo, MAX(price) AS hi FROM S [Range 1000] GROUP BY sym)"
+    ),
 }
-DRAWS = {
+DRAWS: dict[str, Callable[[random.Random], float]] = {
     "prices": lambda rnd: rnd.randrange(1, 100_000) / 100,
     "uniform": lambda rnd: rnd.uniform(-1000, 1000),
     "spread": lambda rnd: rnd.uniform(-1, 1) * 10.0 ** rnd.randrange(-30, 30),
