@@ -46,11 +46,11 @@ GROUPED_PARTITION = [
     "FROM s1 [Partition By k Rows 20] GROUP BY k)",
     "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
 ]
-# Exact float sums, grouped, on the columnar engine (float_window_sums).
+# Exact float sums and float MIN / MAX, grouped, on the columnar engine.
 FLOAT_SUMS = [
     "REGISTER QUERY s1 AS SELECT id, val, val * 0.1 AS f, val % 8 AS k FROM s0 WHERE val >= 0",
-    "REGISTER QUERY s2 AS ISTREAM(SELECT k, SUM(f) AS total, AVG(f) AS mean FROM s1 [Range 100 Slide 10] "
-    "GROUP BY k)",
+    "REGISTER QUERY s2 AS ISTREAM(SELECT k, SUM(f) AS total, AVG(f) AS mean, MAX(f) AS top "
+    "FROM s1 [Range 100 Slide 10] GROUP BY k)",
     "REGISTER QUERY s3 AS SELECT * FROM s2 WHERE total >= 0",
 ]
 JOIN = [
