@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,3 +80,9 @@ def test_narrow_values_take_the_limbs() -> None:
     spread = np.array([1e-300, 1e300])
     assert float_window_sums._limb_sums(spread, *bounds[:1], np.array([2])) is None
     assert MAX_LIMBS * float_window_sums.LIMB < 600
+
+
+def test_more_values_than_a_limbs_prefix_holds_go_through_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(float_window_sums, "MAX_VALUES", 3)
+    items = [0.1, 0.2, 0.3, 1e16, 1.0, -1e16, 2.5, math.inf, 7.0]
+    _check(items, [0, 0, 2, 3, 5, 8], [9, 3, 6, 6, 7, 9])

@@ -29,7 +29,8 @@ import numpy as np
 from semiactive.node.engine.columnar.batch import Int64s
 from semiactive.node.engine.operators.float_sums import exact_add, exact_sum
 
-#: Bits per limb: a window of up to 2**22 values sums a limb exactly.
+#: Bits per limb: prefix sums of up to MAX_VALUES values sum a limb exactly
+#: (more go through Python integers).
 LIMB = 40
 MASK = (1 << LIMB) - 1
 #: Values whose integers need more limbs are summed as Python integers.
@@ -51,16 +52,14 @@ def window_sums(values: np.ndarray, lo: Int64s, hi: Int64s) -> np.ndarray:
     odd = _prefix(~finite)
     slow = odd[hi] > odd[lo]
     fast = ~slow
-    if len(values) <= MAX_VALUES and fast.any():
+    if fast.any():
         finite_values = np.where(finite, values, 0.0)
-        exact = _limb_sums(finite_values, lo[fast], hi[fast])
+        exact = _limb_sums(finite_values, lo[fast], hi[fast]) if len(values) <= MAX_VALUES else None
         if exact is None:
             exact = _integer_sums(finite_values, lo[fast], hi[fast])
         out[fast] = exact
         size = np.abs(exact)
         slow[fast] = (size >= TOP_BINADE) | ((size < LOWEST_NORMAL) & (size > 0)) | np.isnan(exact)
-    else:
-        slow[:] = True
     for i in np.flatnonzero(slow & (hi > lo)).tolist():
         out[i] = sum_of(values[int(lo[i]) : int(hi[i])].tolist())
     return out
