@@ -60,7 +60,12 @@ def _program(text: bool) -> str:
 
 
 def run_rows(query: str, rows: Sequence[tuple[Any, ...]], batch: int, text: bool) -> tuple[float, list[Any]]:
-    engine = Engine(compile_program(_program(text) + query + ";"), ["g"])
+    return timed_rows(Engine(compile_program(_program(text) + query + ";"), ["g"]), rows, batch)
+
+
+def timed_rows(engine: Engine, rows: Sequence[tuple[Any, ...]], batch: int) -> tuple[float, list[Any]]:
+    """Seconds to push ``rows`` (elements of stream S) in batches and
+    advance past each; the outputs of query ``g`` as ``(ts, values...)``."""
     out: list[Any] = []
     started = time.perf_counter()
     for i in range(0, len(rows), batch):
@@ -83,10 +88,18 @@ def run_columnar(
     else:
         sym = np.array([r[3] for r in rows])
     val = np.array([r[4] for r in rows], dtype=np.int64)
+    return timed_columns(engine, ts, (sym, val), batch)
+
+
+def timed_columns(
+    engine: VectorEngine, ts: np.ndarray, columns: tuple[np.ndarray, ...], batch: int
+) -> tuple[float, list[Any]]:
+    """As :func:`timed_rows`, fed column batches (outputs turned into
+    tuples outside the clock)."""
     lin = ts + 1
     batches = [
-        ColumnBatch(ts[i : i + batch], lin[i : i + batch], (sym[i : i + batch], val[i : i + batch]))
-        for i in range(0, len(rows), batch)
+        ColumnBatch(ts[i : i + batch], lin[i : i + batch], tuple(c[i : i + batch] for c in columns))
+        for i in range(0, len(ts), batch)
     ]
     out: list[ColumnBatch] = []
     started = time.perf_counter()

@@ -18,7 +18,6 @@ import argparse
 import platform
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
+from columnar_grouped import timed_columns, timed_rows
 
 from semiactive.node.cql import compile_program
-from semiactive.node.engine.columnar.batch import ColumnBatch
 from semiactive.node.engine.columnar.vector_engine import VectorEngine
 from semiactive.node.engine.engine import Engine
 
@@ -66,14 +65,7 @@ def make_input(n: int, values: str, seed: int = 1) -> list[tuple[Any, ...]]:
 
 
 def run_rows(query: str, rows: list[tuple[Any, ...]], batch: int) -> tuple[float, list[Any]]:
-    engine = Engine(compile_program(SCHEMA + query + ";"), ["g"])
-    out: list[Any] = []
-    started = time.perf_counter()
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
-        engine.push("S", chunk)
-        out += engine.advance(chunk[-1][0])["g"]
-    return time.perf_counter() - started, [(e[0], *e[3:]) for e in out]
+    return timed_rows(Engine(compile_program(SCHEMA + query + ";"), ["g"]), rows, batch)
 
 
 def run_columnar(query: str, rows: list[tuple[Any, ...]], batch: int) -> tuple[float, list[Any]]:
@@ -81,18 +73,7 @@ def run_columnar(query: str, rows: list[tuple[Any, ...]], batch: int) -> tuple[f
     ts = np.array([r[0] for r in rows], dtype=np.int64)
     sym = np.array([r[3] for r in rows], dtype=np.int64)
     price = np.array([r[4] for r in rows], dtype=np.float64)
-    lin = ts + 1
-    batches = [
-        ColumnBatch(ts[i : i + batch], lin[i : i + batch], (sym[i : i + batch], price[i : i + batch]))
-        for i in range(0, len(rows), batch)
-    ]
-    out: list[ColumnBatch] = []
-    started = time.perf_counter()
-    for b in batches:
-        engine.push("S", b)
-        out.append(engine.advance(int(b.ts[-1]))["g"])
-    elapsed = time.perf_counter() - started
-    return elapsed, [(e[0], *e[3:]) for b in out for e in b.to_elements()]
+    return timed_columns(engine, ts, (sym, price), batch)
 
 
 def main() -> int:

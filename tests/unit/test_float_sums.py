@@ -9,6 +9,7 @@ the same bits as the primary."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -48,18 +49,25 @@ def _rows_at(rows: list[tuple[Any, ...]], ts: int, keyed: bool = False) -> dict[
     return now
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(values=st.lists(VALUES, min_size=1, max_size=40), rows=st.integers(1, 5))
-def test_a_window_sum_is_the_sum_of_what_the_window_holds(values: list[float], rows: int) -> None:
-    text = HEAD + f"REGISTER QUERY q AS SELECT SUM(f) AS t, AVG(f) AS m, COUNT(*) AS n FROM s [Rows {rows}]"
+def _each_window(
+    select: str, values: list[float], rows: int
+) -> Iterator[tuple[list[float], tuple[Any, ...], bool]]:
+    """``SELECT {select} FROM s [Rows rows]`` over ``values``, fused and
+    not: each instant's window content and the relation's row there."""
+    text = HEAD + f"REGISTER QUERY q AS SELECT {select} FROM s [Rows {rows}]"
     inputs = [(ts, 0, v) for ts, v in enumerate(values, start=1)]
     for fuse in (True, False):
         got = run(text, {"s": inputs}, fuse=fuse)
         for ts in range(1, len(values) + 1):
-            window = values[max(0, ts - rows) : ts]
-            total = reference(window)
-            expected = {None: (total, total / len(window), len(window))}
-            assert repr(_rows_at(got, ts)) == repr(expected), (ts, window, fuse)
+            yield values[max(0, ts - rows) : ts], _rows_at(got, ts)[None], fuse
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(VALUES, min_size=1, max_size=40), rows=st.integers(1, 5))
+def test_a_window_sum_is_the_sum_of_what_the_window_holds(values: list[float], rows: int) -> None:
+    for window, row, fuse in _each_window("SUM(f) AS t, AVG(f) AS m, COUNT(*) AS n", values, rows):
+        total = reference(window)
+        assert repr(row) == repr((total, total / len(window), len(window))), (window, fuse)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -119,14 +127,9 @@ def _same(a: Any, b: Any) -> bool:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(values=st.lists(VALUES, min_size=1, max_size=40), rows=st.integers(1, 5))
 def test_window_min_max_order_floats_in_one_total_order(values: list[float], rows: int) -> None:
-    text = HEAD + f"REGISTER QUERY q AS SELECT MIN(f) AS lo, MAX(f) AS hi FROM s [Rows {rows}]"
-    inputs = [(ts, 0, v) for ts, v in enumerate(values, start=1)]
-    for fuse in (True, False):
-        got = run(text, {"s": inputs}, fuse=fuse)
-        for ts in range(1, len(values) + 1):
-            keys = [float_key(v) for v in values[max(0, ts - rows) : ts]]
-            lo, hi = _rows_at(got, ts)[None]
-            assert _same(lo, key_float(min(keys))) and _same(hi, key_float(max(keys))), (ts, fuse)
+    for window, (lo, hi), fuse in _each_window("MIN(f) AS lo, MAX(f) AS hi", values, rows):
+        keys = [float_key(v) for v in window]
+        assert _same(lo, key_float(min(keys))) and _same(hi, key_float(max(keys))), (window, fuse)
 
 
 def test_a_nan_that_left_the_window_leaves_no_trace_in_min_max() -> None:
