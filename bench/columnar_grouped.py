@@ -20,7 +20,8 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +127,31 @@ def main() -> int:
     print(f"{args.tuples:,} tuples, 100 {kind} keys, batches of {args.batch:,}")
     ok = True
     for name, query in QUERIES.items():
-        row_s, row_out = min(
-            (run_rows(query, rows, args.batch, args.text) for _ in range(args.repeat)), key=lambda r: r[0]
-        )
-        col_s, col_out = min(
-            (run_columnar(query, rows, args.batch, args.text, args.strings) for _ in range(args.repeat)),
-            key=lambda r: r[0],
-        )
-        same = row_out == col_out
-        ok = ok and same
-        print(
-            f"{name:42} rows {args.tuples / row_s:>11,.0f}/s  columnar {args.tuples / col_s:>12,.0f}/s  "
-            f"{row_s / col_s:5.1f}x  {len(row_out):,} results, same: {same}"
+        ok &= compare(
+            name,
+            partial(run_rows, query, rows, args.batch, args.text),
+            partial(run_columnar, query, rows, args.batch, args.text, args.strings),
+            args.tuples,
+            args.repeat,
         )
     return 0 if ok else 1
+
+
+Timed = Callable[[], tuple[float, list[Any]]]
+
+
+def compare(name: str, rows: Timed, columnar: Timed, tuples: int, repeat: int) -> bool:
+    """Best of ``repeat`` runs of each; prints both rates and the ratio,
+    returns whether both gave the same rows (compared by repr: types,
+    signed zeros and NaN count)."""
+    row_s, row_out = min((rows() for _ in range(repeat)), key=lambda r: r[0])
+    col_s, col_out = min((columnar() for _ in range(repeat)), key=lambda r: r[0])
+    same = repr(row_out) == repr(col_out)
+    print(
+        f"{name:42} rows {tuples / row_s:>11,.0f}/s  columnar {tuples / col_s:>12,.0f}/s  "
+        f"{row_s / col_s:5.1f}x  {len(row_out):,} results, same: {same}"
+    )
+    return same
 
 
 if __name__ == "__main__":

@@ -19,13 +19,14 @@ import platform
 import random
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from columnar_grouped import timed_columns, timed_rows
+from columnar_grouped import compare, timed_columns, timed_rows
 
 from semiactive.node.cql import compile_program
 from semiactive.node.engine.columnar.vector_engine import VectorEngine
@@ -88,17 +89,12 @@ def main() -> int:
     print(f"{args.tuples:,} tuples, 100 keys, {args.values} values, batches of {args.batch:,}")
     ok = True
     for name, query in QUERIES.items():
-        row_s, row_out = min(
-            (run_rows(query, rows, args.batch) for _ in range(args.repeat)), key=lambda r: r[0]
-        )
-        col_s, col_out = min(
-            (run_columnar(query, rows, args.batch) for _ in range(args.repeat)), key=lambda r: r[0]
-        )
-        same = repr(row_out) == repr(col_out)
-        ok = ok and same
-        print(
-            f"{name:40} rows {args.tuples / row_s:>11,.0f}/s  columnar {args.tuples / col_s:>12,.0f}/s  "
-            f"{row_s / col_s:5.1f}x  {len(row_out):,} results, same: {same}"
+        ok &= compare(
+            name,
+            partial(run_rows, query, rows, args.batch),
+            partial(run_columnar, query, rows, args.batch),
+            args.tuples,
+            args.repeat,
         )
     return 0 if ok else 1
 

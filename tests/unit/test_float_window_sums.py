@@ -76,9 +76,12 @@ def test_narrow_values_take_the_limbs() -> None:
     """The tests above reach the vectorized path, not only the fallbacks."""
     values = np.array([0.1, 1e3, -7.25, 1e-5], dtype=np.float64)
     bounds = np.array([0]), np.array([4])
-    assert float_window_sums._limb_sums(values, *bounds) is not None
+    assert float_window_sums._limb_sums(*float_window_sums._as_integers(values), *bounds) is not None
     spread = np.array([1e-300, 1e300])
-    assert float_window_sums._limb_sums(spread, *bounds[:1], np.array([2])) is None
+    assert (
+        float_window_sums._limb_sums(*float_window_sums._as_integers(spread), bounds[0], np.array([2]))
+        is None
+    )
     assert MAX_LIMBS * float_window_sums.LIMB < 600
 
 

@@ -53,10 +53,11 @@ def window_sums(values: np.ndarray, lo: Int64s, hi: Int64s) -> np.ndarray:
     slow = odd[hi] > odd[lo]
     fast = ~slow
     if fast.any():
-        finite_values = np.where(finite, values, 0.0)
-        exact = _limb_sums(finite_values, lo[fast], hi[fast]) if len(values) <= MAX_VALUES else None
+        n, shift, m = _as_integers(np.where(finite, values, 0.0))
+        n[values < 0] *= -1
+        exact = _limb_sums(n, shift, m, lo[fast], hi[fast]) if len(values) <= MAX_VALUES else None
         if exact is None:
-            exact = _integer_sums(finite_values, lo[fast], hi[fast])
+            exact = _integer_sums(n, shift, m, lo[fast], hi[fast])
         out[fast] = exact
         size = np.abs(exact)
         slow[fast] = (size >= TOP_BINADE) | ((size < LOWEST_NORMAL) & (size > 0)) | np.isnan(exact)
@@ -74,14 +75,27 @@ def sum_of(values: list[float]) -> float:
     return exact_sum(partials, odd)
 
 
-def _integer_sums(values: np.ndarray, lo: Int64s, hi: Int64s) -> np.ndarray:
+def _as_integers(values: np.ndarray) -> tuple[Int64s, Int64s, int]:
+    """Finite ``values`` as ``|value| = n * 2**(m + shift)``: ``n`` below
+    2**53 without its trailing zero bits (values such as 1.5 then span few
+    bits), ``shift`` >= 0 (0 for a zero) and ``m`` the least exponent."""
+    fraction, exponent = np.frexp(values)
+    n = np.abs(np.ldexp(fraction, 53)).astype(np.int64)
+    shift = exponent.astype(np.int64) - 53
+    nonzero = n != 0
+    if not nonzero.any():
+        return n, np.zeros_like(n), 0
+    zeros = np.where(nonzero, np.frexp((n & -n).astype(np.float64))[1] - 1, 0)
+    n >>= zeros
+    shift += zeros
+    m = int(shift[nonzero].min())
+    return n, np.where(nonzero, shift - m, 0), m
+
+
+def _integer_sums(n: Int64s, shift: Int64s, m: int, lo: Int64s, hi: Int64s) -> np.ndarray:
     """As :func:`_limb_sums`, on Python integers: for values spread over
     more bits than the limbs hold (NaN where the sum is out of range)."""
-    fraction, exponent = np.frexp(values)
-    n = np.ldexp(fraction, 53).astype(np.int64)
-    shift = exponent.astype(np.int64) - 53
-    m = int(shift[n != 0].min(initial=0))
-    integers = [v << s for v, s in zip(n.tolist(), (shift - m).clip(0).tolist(), strict=True)]
+    integers = [v << s for v, s in zip(n.tolist(), shift.tolist(), strict=True)]
     prefix = [0, *itertools.accumulate(integers)]
     out = []
     for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
@@ -99,24 +113,15 @@ def _prefix(flags: np.ndarray) -> Int64s:
     return out
 
 
-def _limb_sums(values: np.ndarray, lo: Int64s, hi: Int64s) -> np.ndarray | None:
-    """The correctly rounded exact sums of finite ``values`` over the
-    windows, or None when the values need more than MAX_LIMBS limbs."""
-    fraction, exponent = np.frexp(values)
-    n = np.abs(np.ldexp(fraction, 53)).astype(np.int64)  # |value| = n * 2**(exponent - 53)
-    shift = exponent.astype(np.int64) - 53
-    nonzero = n != 0
-    if not nonzero.any():
-        return np.zeros(len(lo), dtype=np.float64)
-    # Drop the trailing zero bits: values such as 1.5 then span few bits.
-    zeros = np.where(nonzero, np.frexp((n & -n).astype(np.float64))[1] - 1, 0)
-    n >>= zeros
-    shift += zeros
-    m = int(shift[nonzero].min())
-    shift = np.where(nonzero, shift - m, 0)
+def _limb_sums(n: Int64s, shift: Int64s, m: int, lo: Int64s, hi: Int64s) -> np.ndarray | None:
+    """The correctly rounded exact sums of the values ``n * 2**(m + shift)``
+    (:func:`_as_integers`, ``n`` signed) over the windows, or None when
+    they need more than MAX_LIMBS limbs."""
     limbs = (int(shift.max()) + 53) // LIMB + 2  # one spare on top for the carries
     if limbs > MAX_LIMBS:
         return None
+    negative = n < 0
+    n = np.abs(n)
     # n << shift touches three limbs at most: from `first`, its bits at
     # `offset` and up.
     first, offset = np.divmod(shift, LIMB)
@@ -125,13 +130,12 @@ def _limb_sums(values: np.ndarray, lo: Int64s, hi: Int64s) -> np.ndarray | None:
         np.right_shift(n, LIMB - offset) & MASK,
         np.right_shift(n, 2 * LIMB - offset),
     )
-    negative = values < 0
-    table = np.zeros((limbs + 2, len(values)), dtype=np.int64)
-    column = np.arange(len(values))
+    table = np.zeros((limbs + 2, len(n)), dtype=np.int64)
+    column = np.arange(len(n))
     for k, part in enumerate(parts):
         part[negative] *= -1
         table[first + k, column] = part
-    prefix = np.zeros((limbs, len(values) + 1), dtype=np.int64)
+    prefix = np.zeros((limbs, len(n) + 1), dtype=np.int64)
     np.cumsum(table[:limbs], axis=1, out=prefix[:, 1:])
     sums = prefix[:, hi] - prefix[:, lo]
     return _rounded(list(sums), m)
