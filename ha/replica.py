@@ -28,7 +28,7 @@ from semiactive.ha.resync import ResyncPoint, Snapshot, SnapshotLog, StateBytes,
 from semiactive.ha.stage import HaMode, StageSpec
 from semiactive.node.cql import plan
 from semiactive.node.engine import state
-from semiactive.node.engine.columnar.shape import recognize
+from semiactive.node.engine.columnar.shape import JoinQuery, VectorQuery, recognize
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
 from semiactive.node.engine.state_codec import StateFormatError
@@ -139,7 +139,7 @@ class StageReplica:
             self.columnar
             and stage.program is not None
             and stage.output is not None
-            and recognize(stage.program.queries[stage.output]).aggregate is not None
+            and _windowed(recognize(stage.program.queries[stage.output]))
         )
         self.captures = 0  # tokens of captures taken (0 means none)
         self.captures_lost = 0
@@ -457,3 +457,8 @@ class StageReplica:
 
     def fence(self) -> None:
         self.mode = Mode.FENCED
+
+
+def _windowed(query: VectorQuery | JoinQuery) -> bool:
+    """Whether a columnar stage's query keeps a window (an aggregate)."""
+    return isinstance(query, VectorQuery) and query.aggregate is not None

@@ -367,29 +367,9 @@ class _Builder:
         """A join with its WHERE: push single-side conjuncts down, hash on
         equalities across the sides, check the rest on the joined row."""
         left_node, right_node = plan.resolve(join.left), plan.resolve(join.right)
-        width = len(left_node.schema)
-        items = conjuncts(where) if where is not None else []
-        if join.predicate is not None:
-            items += conjuncts(join.predicate)
-        left_only: list[plan.Expr] = []
-        right_only: list[plan.Expr] = []
-        left_key: list[plan.Expr] = []
-        right_key: list[plan.Expr] = []
-        residual: list[plan.Expr] = []
-        for c in items:
-            used = columns_used(c)
-            if used and max(used) < width:
-                left_only.append(c)
-            elif used and min(used) >= width:
-                right_only.append(shift(c, -width))
-            elif isinstance(c, plan.Compare) and c.op in ("=", "==") and _splits(c, width):
-                a, b = (c.left, c.right) if max(columns_used(c.left)) < width else (c.right, c.left)
-                left_key.append(a)
-                right_key.append(shift(b, -width))
-            else:
-                residual.append(c)
-        op = JoinOp(left_key, right_key, conjunction(residual), "join")
-        return op, [self._side(left_node, left_only), self._side(right_node, right_only)]
+        parts = join_conditions(join, where)
+        op = JoinOp(parts.left_key, parts.right_key, conjunction(parts.residual), "join")
+        return op, [self._side(left_node, parts.left_only), self._side(right_node, parts.right_only)]
 
     def _assign(
         self, node: plan.Assign, where: plan.Expr | None
@@ -431,6 +411,42 @@ class _Builder:
         select = self._register(None, SelectOp(pred, "pushed-down select"))
         select.children = [self.op(node)]
         return select
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinConditions:
+    """A join's WHERE taken apart: conjuncts over one side alone (each over
+    that side's own columns), equalities across the sides (the hash key,
+    one expression per side), and the rest, over the joined row."""
+
+    left_only: list[plan.Expr]
+    right_only: list[plan.Expr]
+    left_key: list[plan.Expr]
+    right_key: list[plan.Expr]
+    residual: list[plan.Expr]
+
+
+def join_conditions(join: plan.Join, where: plan.Expr | None) -> JoinConditions:
+    """The conditions of ``join`` under ``where``, as the row engine's join
+    and the columnar engine's both take them."""
+    width = len(plan.resolve(join.left).schema)
+    items = conjuncts(where) if where is not None else []
+    if join.predicate is not None:
+        items += conjuncts(join.predicate)
+    parts = JoinConditions([], [], [], [], [])
+    for c in items:
+        used = columns_used(c)
+        if used and max(used) < width:
+            parts.left_only.append(c)
+        elif used and min(used) >= width:
+            parts.right_only.append(shift(c, -width))
+        elif isinstance(c, plan.Compare) and c.op in ("=", "==") and _splits(c, width):
+            a, b = (c.left, c.right) if max(columns_used(c.left)) < width else (c.right, c.left)
+            parts.left_key.append(a)
+            parts.right_key.append(shift(b, -width))
+        else:
+            parts.residual.append(c)
+    return parts
 
 
 def _splits(c: plan.Compare, width: int) -> bool:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import ColumnBatch
-from semiactive.node.engine.columnar.shape import NotVectorized, recognize
+from semiactive.node.engine.columnar.shape import JoinQuery, NotVectorized, recognize
 from semiactive.node.engine.columnar.vector_engine import VectorEngine
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import Engine
@@ -131,6 +131,8 @@ def columnar_reason(program: plan.Program, output: str, *, snapshots: bool = Fal
         query = recognize(program.queries[output])
     except NotVectorized as exc:
         return str(exc)
+    if isinstance(query, JoinQuery):
+        return "a join of windows (on columns in one process only)"
     if query.aggregate is not None and snapshots:
         return "a windowed aggregate with snapshot_rows (state snapshots are the row engine's)"
     decl = program.inputs.get(query.input)

@@ -48,12 +48,12 @@ class GroupNumbers:
         if not n:
             return np.empty(0, dtype=np.int64)
         if len(keys) == 1:
-            distinct, inverse = _distinct(keys[0])
+            distinct, inverse = distinct_values(keys[0])
             rows: list[tuple[object, ...]] = [(k,) for k in distinct.tolist()]
         else:  # a rank per column, combined (np.unique over rows views them as bytes: 7x slower)
             rank = np.zeros(n, dtype=np.int64)
             for column in keys:
-                values, inverse = _distinct(column)
+                values, inverse = distinct_values(column)
                 _, rank = np.unique(rank * len(values) + inverse.reshape(-1), return_inverse=True)
             _, first, inverse = np.unique(rank, return_index=True, return_inverse=True)
             rows = list(zip(*(k[first].tolist() for k in keys), strict=True))
@@ -85,7 +85,7 @@ class GroupNumbers:
         return number
 
 
-def _distinct(column: Array) -> tuple[Array, Int64s]:
+def distinct_values(column: Array) -> tuple[Array, Int64s]:
     """A column's distinct values and each value's index among them. Strings
     through a dict, in order of first sight: a sort of Python objects costs
     a comparison call per step, 10x the hashing."""

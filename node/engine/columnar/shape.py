@@ -5,11 +5,15 @@ A query runs vectorized when it is, from its input up,
 - a stream ``S`` under any chain of selections and projections (a
   stateless stream query), or
 - that chain under a ``[Rows N [Slide M]]``, ``[Range T [Slide L]]`` or
-  ``[Now]`` window, an aggregate of COUNT, integer SUM / AVG and integer
-  MIN / MAX, optionally a projection of the aggregates, and ISTREAM,
+  ``[Now]`` window, an aggregate of COUNT and SUM / AVG / MIN / MAX of
+  integers or floats, optionally a projection of the aggregates, and ISTREAM,
   DSTREAM or RSTREAM on top; with a GROUP BY whose keys are all selected,
   ISTREAM or DSTREAM, and then also ``[Partition By keys Rows N]`` grouped
-  by the same keys;
+  by the same keys; or
+- ISTREAM or DSTREAM of an equi-join of two windows of such chains
+  (``[Range T]``, ``[Now]``, ``[Range Unbounded]``, ``[Rows N]``, or
+  ``[Partition By keys Rows N]`` on its keys), over integer and text
+  columns (:mod:`.window_join`);
 
 and every expression in it has a vectorized form
 (:func:`vector_exprs.unsupported`). Anything else keeps the row engine;
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.vector_exprs import unsupported
+from semiactive.node.engine.planner import conjunction, join_conditions
 
 Chain = tuple[plan.Select | plan.Project, ...]
 
@@ -48,11 +53,45 @@ class VectorQuery:
     aggregate: WindowedAggregate | None
 
 
+@dataclass(frozen=True)
+class JoinSide:
+    """One window of a join: its stream's chain, how long a tuple stays
+    (``[Range T]``: T + 1 ms, ``[Now]``: 1, ``[Range Unbounded]``: None)
+    or how many stay (``[Rows N]``, ``[Partition By keys Rows N]``), the
+    WHERE's conjuncts over this side alone and its join key, both over the
+    window's own columns."""
+
+    input: str
+    chain: Chain
+    width: int  # the window's columns
+    life: int | None
+    rows: int | None  # [Rows N] or [Partition By ... Rows N]: N (then life is None)
+    partition: tuple[int, ...]  # [Partition By ...]: the columns
+    predicate: plan.Expr | None
+    key: tuple[plan.Expr, ...]
+
+
+@dataclass(frozen=True)
+class JoinQuery:
+    """ISTREAM or DSTREAM of an equi-join of two time windows, with the
+    rest of its WHERE over the joined row and its SELECT list."""
+
+    left: JoinSide
+    right: JoinSide
+    residual: plan.Expr | None
+    project: tuple[plan.Expr, ...] | None
+    stream_op: plan.StreamOp
+
+    @property
+    def inputs(self) -> tuple[str, str]:
+        return self.left.input, self.right.input
+
+
 class NotVectorized(Exception):
     """Why a query keeps the row engine (the message)."""
 
 
-def recognize(root: plan.PlanNode) -> VectorQuery:
+def recognize(root: plan.PlanNode) -> VectorQuery | JoinQuery:
     """The vectorized form of the query at ``root``, or :class:`NotVectorized`."""
     node = plan.resolve(root)
     if isinstance(node, plan.ToStream):
@@ -63,7 +102,7 @@ def recognize(root: plan.PlanNode) -> VectorQuery:
     return VectorQuery(name, chain, None)
 
 
-def _windowed(node: plan.ToStream) -> VectorQuery:
+def _windowed(node: plan.ToStream) -> VectorQuery | JoinQuery:
     below = plan.resolve(node.child)
     project: tuple[plan.Expr, ...] | None = None
     if isinstance(below, plan.Project):
@@ -71,6 +110,12 @@ def _windowed(node: plan.ToStream) -> VectorQuery:
         for expr in project:
             _check(expr)
         below = plan.resolve(below.child)
+    if isinstance(below, plan.Select) and isinstance(plan.resolve(below.child), plan.Join):
+        join = plan.resolve(below.child)
+        assert isinstance(join, plan.Join)
+        return _joined(node, join, below.predicate, project)
+    if isinstance(below, plan.Join):
+        return _joined(node, below, None, project)
     if not isinstance(below, plan.Aggregate):
         raise NotVectorized(f"{node.op.value.upper()} over {type(below).__name__} (only over an aggregate)")
     if below.group_by:
@@ -92,6 +137,59 @@ def _windowed(node: plan.ToStream) -> VectorQuery:
         rows, range_ms, slide, below.aggregates, project, node.op, below.group_by, partition
     )
     return VectorQuery(name, chain, aggregate)
+
+
+def _joined(
+    node: plan.ToStream, join: plan.Join, where: plan.Expr | None, project: tuple[plan.Expr, ...] | None
+) -> JoinQuery:
+    """An equi-join of two time windows of streams, over integers and text."""
+    if node.op is plan.StreamOp.RSTREAM:
+        raise NotVectorized("RSTREAM of a join (the whole relation at each change)")
+    for column in plan.resolve(node).schema.columns:
+        if column.type.name is plan.TypeName.FLOAT:
+            raise NotVectorized("a join's float output (NaN and -0.0: rows equal by object)")
+    parts = join_conditions(join, where)
+    for expr in parts.residual:
+        _check(expr)
+    sides = (
+        _join_side(join.left, parts.left_only, parts.left_key),
+        _join_side(join.right, parts.right_only, parts.right_key),
+    )
+    return JoinQuery(sides[0], sides[1], conjunction(parts.residual), project, node.op)
+
+
+def _join_side(child: plan.PlanNode, only: list[plan.Expr], key: list[plan.Expr]) -> JoinSide:
+    window = plan.resolve(child)
+    if not isinstance(window, plan.Window):
+        raise NotVectorized(f"a join of {type(window).__name__} (only of two windows)")
+    spec = window.spec
+    life: int | None = None
+    rows: int | None = None
+    partition: tuple[int, ...] = ()
+    if isinstance(spec, plan.NowWindow):
+        life = 1
+    elif isinstance(spec, plan.RangeWindow) and spec.slide_ms <= 1:
+        life = spec.closed_range_ms + 1
+    elif isinstance(spec, plan.RowsWindow) and spec.slide <= 1:
+        rows = spec.rows
+    elif isinstance(spec, plan.PartitionWindow) and spec.range_ms is None:
+        keyed = {x.index for x in key if isinstance(x, plan.ColRef)}
+        if len(keyed) != len(key) or keyed != set(spec.keys):
+            raise NotVectorized("a join of [Partition By ...] on other than its keys")
+        rows, partition = spec.rows, tuple(spec.keys)
+    elif not isinstance(spec, plan.UnboundedWindow):
+        raise NotVectorized("a join of a sliding window or of [Partition By ... Range T]")
+    for column in window.schema.columns:
+        if column.type.name not in (plan.TypeName.INTEGER, plan.TypeName.CHAR) or column.nullable:
+            what = "nullable" if column.nullable else column.type.name.value
+            raise NotVectorized(f"a join of a window with a {what} column (rows equal by object)")
+    for expr in (*only, *key):
+        _check(expr)
+    if any(expr.type.name is plan.TypeName.FLOAT for expr in key):
+        raise NotVectorized("a join key of type float (NaN)")
+    name, chain = _chain(plan.resolve(window.child))
+    width = len(window.schema.columns)
+    return JoinSide(name, chain, width, life, rows, partition, conjunction(only), tuple(key))
 
 
 def _check_groups(

@@ -19,9 +19,19 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
 from semiactive.node.engine.columnar.grouped_window_aggregate import GroupedEvaluated, GroupedWindowAggregate
-from semiactive.node.engine.columnar.shape import NotVectorized, VectorQuery, WindowedAggregate, recognize
+from semiactive.node.engine.columnar.join_windows import Arrivals, CountWindow, JoinWindow, TimeWindow
+from semiactive.node.engine.columnar.shape import (
+    Chain,
+    JoinQuery,
+    JoinSide,
+    NotVectorized,
+    VectorQuery,
+    WindowedAggregate,
+    recognize,
+)
 from semiactive.node.engine.columnar.vector_exprs import INT64, columns_read, evaluate
 from semiactive.node.engine.columnar.window_aggregate import Evaluated, WindowAggregate
+from semiactive.node.engine.columnar.window_join import Keep, WindowJoin, net_changes
 from semiactive.node.engine.elements import Element
 from semiactive.node.engine.engine import BEFORE_TIME, EvaluationError, LateInputError, UnsortedInputError
 
@@ -51,21 +61,14 @@ class _Query:
         self.last: tuple[object, ...] | None = None  # the aggregate relation's row, if any
         self.needed = _needed_columns(query)
 
-    def run(self, batch: ColumnBatch, done: int, watermark: int) -> ColumnBatch:
-        for node, needed in zip(self.query.chain, self.needed, strict=True):
-            if not len(batch):
-                break
-            if isinstance(node, plan.Select):
-                keep = np.flatnonzero(evaluate(node.predicate, batch.columns, len(batch)))
-                batch = batch.take_columns(keep, needed, lineage=self.lineage or self.query.aggregate is None)
-            else:
-                n = len(batch)
-                batch = batch.with_columns(
-                    tuple(
-                        evaluate(x, batch.columns, n) if needed is None or i in needed else UNREAD
-                        for i, x in enumerate(node.exprs)
-                    )
-                )
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.query.input,)
+
+    def run(self, ready: dict[str, ColumnBatch], done: int, watermark: int) -> ColumnBatch:
+        batch = _through(
+            self.query.chain, ready[self.query.input], self.needed, self.lineage or not self.query.aggregate
+        )
         spec = self.query.aggregate
         if spec is None:
             return batch
@@ -195,6 +198,79 @@ class _Query:
         return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), out_cols)
 
 
+class _JoinQuery:
+    """ISTREAM / DSTREAM of a join of two windows (:mod:`.window_join`)."""
+
+    def __init__(self, query: JoinQuery) -> None:
+        self.query = query
+        left, right = query.left, query.right
+        keys = len(left.key)
+        self.join = WindowJoin(*(_join_window(side, keys) for side in (left, right)))
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.query.inputs
+
+    def run(self, ready: dict[str, ColumnBatch], done: int, watermark: int) -> ColumnBatch:
+        arrivals = []
+        for side in (self.query.left, self.query.right):
+            batch = _through(side.chain, ready[side.input], [None] * len(side.chain), False)
+            n = len(batch)
+            passes = np.ones(n, dtype=bool)
+            if side.predicate is not None and n:
+                passes = np.asarray(evaluate(side.predicate, batch.columns, n), dtype=bool)
+            keys = tuple(evaluate(x, batch.columns, n) for x in side.key)
+            arrivals.append(Arrivals(batch.ts, batch.columns, keys, passes))
+        residual = self.query.residual
+        keep: Keep | None = None
+        if residual is not None:
+            keep = lambda columns: evaluate(residual, columns, len(columns[0]))  # noqa: E731
+        changes = self.join.advance(arrivals[0], arrivals[1], done, watermark, keep)
+        ts, sign, columns = changes.ts, changes.sign, changes.columns
+        if self.query.project is not None:
+            columns = tuple(evaluate(x, columns, len(ts)) for x in self.query.project)
+        want = 1 if self.query.stream_op is plan.StreamOp.ISTREAM else -1
+        index = net_changes(ts, sign, columns, want)
+        return ColumnBatch(ts[index], np.zeros(len(index), dtype=np.int64), tuple(c[index] for c in columns))
+
+    def state_low(self) -> int | None:
+        return None
+
+    def counters(self) -> tuple[int, ...]:
+        return ()
+
+    def restore_phase(self, pending: int) -> None:
+        raise AssertionError("a join has no slide phase")
+
+
+def _join_window(side: JoinSide, keys: int) -> JoinWindow:
+    if side.rows is not None:
+        return CountWindow(side.rows, side.partition, side.width, keys)
+    return TimeWindow(side.life, side.width, keys)
+
+
+def _through(
+    chain: Chain, batch: ColumnBatch, needed: Sequence[set[int] | None], lineage: bool
+) -> ColumnBatch:
+    """``batch`` through a chain of selections and projections, computing
+    only the ``needed`` columns of each step (None: all)."""
+    for node, wanted in zip(chain, needed, strict=True):
+        if not len(batch):
+            break
+        if isinstance(node, plan.Select):
+            keep = np.flatnonzero(evaluate(node.predicate, batch.columns, len(batch)))
+            batch = batch.take_columns(keep, wanted, lineage=lineage)
+        else:
+            n = len(batch)
+            batch = batch.with_columns(
+                tuple(
+                    evaluate(x, batch.columns, n) if wanted is None or i in wanted else UNREAD
+                    for i, x in enumerate(node.exprs)
+                )
+            )
+    return batch
+
+
 def _rows_at(columns: Sequence[Array], index: Int64s) -> list[tuple[object, ...]]:
     """The rows at ``index`` as tuples of Python values."""
     return list(zip(*(c[index].tolist() for c in columns), strict=True)) if len(index) else []
@@ -246,13 +322,18 @@ class VectorEngine:
         unknown = [n for n in names if n not in program.queries]
         if unknown:
             raise KeyError(f"no registered query named {', '.join(unknown)}")
-        self.queries: dict[str, _Query] = {}
+        self.queries: dict[str, _Query | _JoinQuery] = {}
         for name in names:
             try:
                 query = recognize(program.queries[name])
             except NotVectorized as exc:
                 raise NotVectorized(f"query {name}: {exc}") from None
-            self.queries[name] = _Query(query, lineage)
+            if isinstance(query, JoinQuery):
+                if lineage:
+                    raise NotVectorized(f"query {name}: a join (its lineage is not tracked on columns)")
+                self.queries[name] = _JoinQuery(query)
+            else:
+                self.queries[name] = _Query(query, lineage)
         self.widths = {name: len(decl.schema.columns) for name, decl in program.inputs.items()}
         self.pending: dict[str, ColumnBatch] = {}
         self.time = BEFORE_TIME
@@ -263,7 +344,7 @@ class VectorEngine:
         input already queued."""
         if name not in self.widths:
             raise KeyError(f"the program has no input named {name!r}")
-        if all(q.query.input != name for q in self.queries.values()):
+        if all(name not in q.inputs for q in self.queries.values()):
             return  # an input none of the requested queries reads (a relation, say)
         if not isinstance(batch, ColumnBatch):
             batch = ColumnBatch.from_elements(batch, self.widths[name])
@@ -298,11 +379,12 @@ class VectorEngine:
             ready[name] = queued.take(slice(0, cut))  # type: ignore[arg-type]
             self.pending[name] = queued.take(slice(cut, None))  # type: ignore[arg-type]
         out: dict[str, ColumnBatch] = {}
+        for source, width in self.widths.items():
+            if source not in ready:
+                ready[source] = ColumnBatch.empty(width)
         for name, query in self.queries.items():
-            source = query.query.input
-            batch = ready.get(source) or ColumnBatch.empty(self.widths[source])
             try:
-                out[name] = query.run(batch, self.time, watermark)
+                out[name] = query.run(ready, self.time, watermark)
             except (ArithmeticError, ValueError) as exc:  # as the row engine: an int too large for a float
                 raise EvaluationError(
                     f"cannot evaluate the program up to instant {watermark}: {exc}"
