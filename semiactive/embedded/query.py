@@ -7,7 +7,7 @@ the engine in timestamp order and prints the chosen query's output as JSON
 Lines: ``{"seq": n, "ts": t, <fields in SELECT order>}``, with ``"op"`` for
 a relation-valued query. It streams (:func:`stream`): memory holds the
 program's state and one slice of input rows, whatever the input's length.
-A vectorized query over one input stream takes the column path
+A vectorized query over input streams takes the column path
 (:func:`stream_columns`): a CSV file of numbers goes from numpy's parser to
 the columnar engine as arrays, with no row in between.
 """
@@ -30,7 +30,7 @@ from semiactive.node.connectors.sources import SourceDataError, read_blocks, rea
 from semiactive.node.cql import CqlError, compile_program, explain, plan
 from semiactive.node.cql.bounds import WindowBounds
 from semiactive.node.cql.partitioning import check_partitioning
-from semiactive.node.engine.columnar.batch import ColumnBatch
+from semiactive.node.engine.columnar.batch import ColumnBatch, concat
 from semiactive.node.engine.columnar.shape import NotVectorized, describe
 from semiactive.node.engine.columnar.vector_engine import ElementEngine, VectorEngine
 from semiactive.node.engine.elements import Element
@@ -199,31 +199,70 @@ def stream(
 
 def stream_columns(
     engine: VectorEngine,
-    input_name: str,
+    inputs: Mapping[str, Iterable[list[Element] | NumericBlock]],
     name: str,
-    blocks: Iterable[list[Element] | NumericBlock],
     slice_rows: int = SLICE_ROWS,
 ) -> Iterator[list[Element]]:
-    """:func:`stream` for one input stream read as column blocks
+    """:func:`stream` for input streams read as column blocks
     (:func:`read_blocks`): a CSV file of numbers goes from numpy's parser
-    to the columnar engine with no row in between. The engine takes a
-    block ``slice_rows`` rows at a time, so that what it holds is the
-    state and one slice, as in :func:`stream`; after each slice it runs
-    up to the instant before the slice's last ts, at the end up to the
-    last ts."""
-    width = engine.widths[input_name]
+    to the columnar engine with no row in between, and several files are
+    merged by timestamp a block at a time, not a row at a time. Each round
+    the engine takes every input's rows before the earliest last ts among
+    the blocks in hand (rows at that instant may still follow in that
+    input's next block), about ``slice_rows`` rows at a time, running up
+    to each slice's last instant, so that what it holds is the state and
+    one slice, as in :func:`stream`; at the end it takes the rest and runs
+    up to the last ts."""
+    blocks = {n: iter(b) for n, b in inputs.items()}
+    held = {n: ColumnBatch.empty(engine.widths[n]) for n in inputs}
+    open_inputs = set(inputs)
     end = 0
+
+    def fill(input_name: str) -> None:
+        block = next(blocks[input_name], None)
+        if block is None:
+            open_inputs.discard(input_name)
+        else:
+            held[input_name] = concat(held[input_name], _column_batch(block, engine.widths[input_name]))
+
+    def feed(parts: dict[str, ColumnBatch], upto: int | None) -> Iterator[list[Element]]:
+        """Push ``parts`` (every input's rows before ``upto``; None: the
+        rest) about ``slice_rows`` rows at a time, running up to each
+        slice's last instant (then up to the instant before ``upto``)."""
+        stamps = np.sort(np.concatenate([p.ts for p in parts.values()]))
+        step = slice_rows if slice_rows > 0 else max(len(stamps), 1)
+        cuts = [int(t) for t in np.unique(stamps[step - 1 :: step])]
+        if upto is not None:
+            cuts.append(upto - 1)
+        elif len(stamps):
+            cuts.append(int(stamps[-1]))
+        for cut in cuts:
+            for input_name, part in parts.items():
+                at = int(np.searchsorted(part.ts, cut, side="right"))
+                if at:
+                    engine.push(input_name, part.take(slice(0, at)))  # type: ignore[arg-type]
+                    parts[input_name] = part.take(slice(at, None))  # type: ignore[arg-type]
+            out = engine.advance(cut)[name]
+            if len(out):
+                yield out.to_elements()
+
     try:
-        for block in blocks:
-            batch = _column_batch(block, width)
-            step = slice_rows if slice_rows > 0 else max(len(batch), 1)
-            for start in range(0, len(batch), step):
-                piece = batch.take(slice(start, start + step))  # type: ignore[arg-type]
-                engine.push(input_name, piece)
-                end = max(end, int(piece.ts[-1]))
-                part = engine.advance(int(piece.ts[-1]) - 1)[name]
-                if len(part):
-                    yield part.to_elements()
+        while open_inputs:
+            for input_name in [n for n in open_inputs if not len(held[n])]:
+                fill(input_name)
+            if not open_inputs:
+                break
+            horizon = min(int(held[n].ts[-1]) for n in open_inputs)
+            ready: dict[str, ColumnBatch] = {}
+            for input_name, batch in held.items():
+                cut = int(np.searchsorted(batch.ts, horizon, side="left"))
+                ready[input_name] = batch.take(slice(0, cut))  # type: ignore[arg-type]
+                held[input_name] = batch.take(slice(cut, None))  # type: ignore[arg-type]
+            yield from feed(ready, horizon)
+            for input_name in [n for n in open_inputs if int(held[n].ts[-1]) == horizon]:
+                fill(input_name)  # its rows at the horizon may go on in its next block
+        end = max((int(batch.ts[-1]) for batch in held.values() if len(batch)), default=end)
+        yield from feed(held, None)
         part = engine.advance(end)[name]
         if len(part):
             yield part.to_elements()
@@ -336,12 +375,12 @@ def run(
     fmt = formatter(root.schema, root.kind)
     out = out or sys.stdout  # looked up now: sys.stdout may be replaced (tests, redirection)
     parts: Iterator[list[Element]]
-    one_stream = len(files) == 1 and _streams_only(program, files)
-    vector = _vector_engine(program, name, executor) if one_stream else None
+    vector = _vector_engine(program, name, executor) if _streams_only(program, files) else None
     if vector is not None:
-        ((input_name, path),) = files.items()
-        blocks = read_blocks(path, program.inputs[input_name].schema, plan.Kind.STREAM)
-        parts = stream_columns(vector, input_name, name, blocks, slice_rows)
+        blocks = {
+            n: read_blocks(path, program.inputs[n].schema, plan.Kind.STREAM) for n, path in files.items()
+        }
+        parts = stream_columns(vector, blocks, name, slice_rows)
     else:
         inputs = load_inputs(program, files)
         parts = stream(program, inputs, output, executor, run_limit, slice_rows=slice_rows)

@@ -233,3 +233,62 @@ def test_query_run_on_columns_prints_what_the_row_engine_prints(
                 out.write(f"error: {exc}")
         printed[executor] = out.getvalue()
     assert printed["auto"] == printed["dts"]
+
+
+JOINS = [
+    "REGISTER QUERY q AS ISTREAM(SELECT S.v, T.w FROM S [Range 6], T [Now] WHERE S.v = T.v)",
+    "REGISTER QUERY q AS DSTREAM(SELECT S.v, T.w FROM S [Rows 3], T [Range 2] WHERE S.v = T.v AND T.w > 0)",
+    "REGISTER QUERY q AS ISTREAM(SELECT T.v, k FROM S [Now], T [Partition By v Rows 1] WHERE S.v = T.v)",
+]
+TIMED = st.lists(st.tuples(st.integers(0, 30), st.integers(-3, 3), st.integers(-2, 2)), max_size=60)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    program=st.sampled_from(JOINS),
+    left=TIMED,
+    right=TIMED,
+    text=st.booleans(),
+    block_bytes=st.sampled_from([1, 40, 1 << 20]),
+    slice_rows=st.sampled_from([1, 7, 0]),
+)
+def test_query_run_merges_two_files_on_columns_as_the_row_engine_does(
+    tmp_path_factory: pytest.TempPathFactory,
+    program: str,
+    left: list[tuple[int, int, int]],
+    right: list[tuple[int, int, int]],
+    text: bool,
+    block_bytes: int,
+    slice_rows: int,
+) -> None:
+    """Two files, merged by ts a block at a time (blocks of one row, of a
+    few, of the whole file; text columns make them the csv module's
+    blocks): the same output as the row engine's row-by-row merge."""
+    directory = tmp_path_factory.mktemp("join")
+    kind = "char(4)" if text else "integer"
+    (directory / "q.cql").write_text(
+        f"REGISTER STREAM S (v integer, k {kind});\nREGISTER STREAM T (v integer, w integer);\n{program}\n"
+    )
+    for name, rows, column in (("s", left, "k"), ("t", right, "w")):
+        lines = "".join(f"{t},{v},{x}\n" for t, v, x in sorted(rows, key=lambda r: r[0]))
+        (directory / f"{name}.csv").write_text(f"ts,v,{column}\n" + lines)
+    printed = {}
+    for executor in ("auto", "dts"):
+        out = io.StringIO()
+        with (
+            patch.object(sources, "NUMERIC_BLOCK_BYTES", block_bytes),
+            patch.object(embedded, "stream", side_effect=AssertionError("row path"))
+            if executor == "auto"
+            else patch.object(embedded, "stream_columns", side_effect=AssertionError("column path")),
+        ):
+            embedded.run(
+                str(directory / "q.cql"),
+                [f"S={directory / 's.csv'}", f"T={directory / 't.csv'}"],
+                output=None,
+                executor=executor,
+                run_limit=100,
+                out=out,
+                slice_rows=slice_rows,
+            )
+        printed[executor] = out.getvalue()
+    assert printed["auto"] == printed["dts"]
