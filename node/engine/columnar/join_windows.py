@@ -32,6 +32,10 @@ from semiactive.node.engine.columnar.group_numbers import GroupNumbers, distinct
 from semiactive.node.engine.columnar.window_aggregate import join as join_arrays
 
 EMPTY: Int64s = np.empty(0, dtype=np.int64)
+
+#: Numbers of rows (and of keys) no tuple holds any more are forgotten once
+#: there are twice as many numbers as tuples and this many more.
+FORGET_AFTER = 1024
 Bools = Array
 
 
@@ -61,47 +65,77 @@ class Changes:
 
 
 class JoinWindow:
-    """What both kinds of window keep (the tuples that are in the window or
-    may still leave it) and how run starts are found."""
+    """What both kinds of window keep, the tuples that are in the window or
+    may still leave it, in arrival order: each with its join key's number
+    (the join numbers both windows' keys together), its row's number, its
+    run start; and the same tuples in (key, arrival) order, kept as tuples
+    come and go, so that a call costs what it adds and what leaves, not a
+    sort of the window. A row's number is this window's: it remembers where
+    the row's latest copy stood and its run, so that a new copy finds its
+    run without the window being searched."""
 
-    def __init__(self, width: int, keys: int) -> None:
+    def __init__(self, width: int) -> None:
         self.ts = EMPTY
         self.arrival = EMPTY
         self.run = EMPTY
+        self.key = EMPTY
+        self.row = EMPTY
         self.passes: Bools = np.empty(0, dtype=bool)
         self.columns: tuple[Array, ...] = tuple(EMPTY for _ in range(width))
-        self.keys: tuple[Array, ...] = tuple(EMPTY for _ in range(keys))
+        self.order = EMPTY  # the tuples by (key, arrival)
+        self.rows = GroupNumbers(width)
+        # per row number: where its latest copy stood and its run (-1: none)
+        self.latest = EMPTY
+        self.latest_run = EMPTY
         self.arrived = 0  # tuples ever taken
         self.fresh = 0  # where this call's tuples begin
 
-    def take(self, new: Arrivals) -> None:
+    def take(self, new: Arrivals, key: Int64s) -> None:
+        """Add a call's tuples, ``key`` their key numbers."""
         n = len(new.ts)
-        self.fresh = len(self.ts)
-        arrival = np.arange(self.arrived, self.arrived + n, dtype=np.int64)
+        fresh = self.fresh = len(self.ts)
+        if not n:
+            return
+        by_key = np.argsort(key, kind="stable")
+        places = np.searchsorted(self.key[self.order], key[by_key], side="right")
+        self.order = np.insert(self.order, places, fresh + by_key)
+        self.ts = np.concatenate((self.ts, new.ts))
+        self.arrival = np.concatenate(
+            (self.arrival, np.arange(self.arrived, self.arrived + n, dtype=np.int64))
+        )
         self.arrived += n
-        self._extend(new.ts, arrival, new.columns, new.keys, new.passes)
-        if n:
-            self._runs()
-
-    def _extend(
-        self, ts: Int64s, arrival: Int64s, columns: tuple[Array, ...], keys: tuple[Array, ...], passes: Bools
-    ) -> None:
-        self.ts = np.concatenate((self.ts, ts))
-        self.arrival = np.concatenate((self.arrival, arrival))
-        self.run = np.concatenate((self.run, np.full(len(ts), -1, dtype=np.int64)))
-        self.passes = np.concatenate((self.passes, passes))
-        self.columns = tuple(join_arrays(a, b) for a, b in zip(self.columns, columns, strict=True))
-        self.keys = tuple(join_arrays(a, b) for a, b in zip(self.keys, keys, strict=True))
+        self.key = np.concatenate((self.key, key))
+        self.row = np.concatenate((self.row, self.rows.of(list(new.columns))))
+        more = len(self.rows) - len(self.latest)
+        if more:
+            self.latest = np.concatenate((self.latest, np.full(more, -1, dtype=np.int64)))
+            self.latest_run = np.concatenate((self.latest_run, np.full(more, -1, dtype=np.int64)))
+        self.run = np.concatenate((self.run, np.full(n, -1, dtype=np.int64)))
+        self.passes = np.concatenate((self.passes, new.passes))
+        self.columns = tuple(join_arrays(a, b) for a, b in zip(self.columns, new.columns, strict=True))
+        self._runs()
 
     def _cut(self, keep: Bools | slice) -> None:
-        self.ts, self.arrival, self.run, self.passes = (
-            self.ts[keep],
-            self.arrival[keep],
-            self.run[keep],
-            self.passes[keep],
+        """Keep the tuples ``keep`` selects (a slice from some index on, or a mask)."""
+        if isinstance(keep, slice):
+            order = self.order[self.order >= keep.start] - keep.start
+        else:
+            index = np.cumsum(keep) - 1
+            order = index[self.order[keep[self.order]]]
+        self.order = order
+        self.ts, self.arrival, self.run, self.key, self.row, self.passes = (
+            x[keep] for x in (self.ts, self.arrival, self.run, self.key, self.row, self.passes)
         )
         self.columns = tuple(c[keep] for c in self.columns)
-        self.keys = tuple(k[keep] for k in self.keys)
+        if len(self.rows) > 2 * len(self.ts) + FORGET_AFTER:  # forget rows no tuple here has
+            live = np.unique(self.row)
+            number = self.rows.keep(live)
+            self.row = number[self.row]
+            self.latest, self.latest_run = self.latest[live], self.latest_run[live]
+
+    def renumber_keys(self, number: Int64s) -> None:
+        """The join renumbered its keys (in the same order)."""
+        self.key = number[self.key]
 
     def position(self) -> Int64s:
         """Where each tuple stands for leaving: its ts, or its place in its partition."""
@@ -113,35 +147,49 @@ class JoinWindow:
         raise NotImplementedError
 
     def _runs(self) -> None:
-        live = np.flatnonzero(self.passes)
-        rows = row_numbers(tuple(c[live] for c in self.columns), len(live))
-        order = live[np.argsort(rows, kind="stable")]  # by row, then arrival
-        rows = np.sort(rows, kind="stable")
-        position, marker = self.position()[order], self.run[order]
-        joins = np.zeros(len(order), dtype=bool)
-        joins[1:] = (rows[1:] == rows[:-1]) & self.still_in(position[:-1], position[1:])
-        starts = (order >= self.fresh) & ~joins
-        marker[starts] = self.arrival[order[starts]]
-        valid = np.flatnonzero(marker >= 0)
+        """The run start of each new tuple that passes: its own arrival,
+        unless the latest earlier copy of its row is in the window when it
+        enters (the latest is the last to leave), whose run it joins."""
+        new = np.arange(self.fresh, len(self.ts), dtype=np.int64)
+        new = new[self.passes[new]]
+        if not len(new):
+            return
+        rows = self.row[new]
+        by_row = np.argsort(rows, kind="stable")  # by row, then arrival
+        new, rows = new[by_row], rows[by_row]
+        position = self.position()[new]
+        first = np.ones(len(new), dtype=bool)
+        first[1:] = rows[1:] != rows[:-1]
+        before = np.empty(len(new), dtype=np.int64)
+        before[1:] = position[:-1]
+        before[first] = self.latest[rows[first]]
+        has = ~first | (self.latest_run[rows] >= 0)
+        joins = has & self.still_in(before, position)
+        marker = np.full(len(new), -1, dtype=np.int64)
+        marker[first & joins] = self.latest_run[rows[first & joins]]
+        marker[~joins] = self.arrival[new[~joins]]
         # each tuple takes the marker of the latest valid one up to it: the
-        # first of a row's group always has one (kept, or a new run)
-        last = np.zeros(len(order), dtype=np.int64)
+        # first of a row's group always has one (joined, or a new run)
+        valid = np.flatnonzero(marker >= 0)
+        last = np.zeros(len(new), dtype=np.int64)
         last[valid] = valid
         np.maximum.accumulate(last, out=last)
-        self.run[order] = marker[last]
+        run = marker[last]
+        self.run[new] = run
+        latest = np.ones(len(new), dtype=bool)
+        latest[:-1] = rows[:-1] != rows[1:]
+        self.latest[rows[latest]] = position[latest]
+        self.latest_run[rows[latest]] = run[latest]
 
     def changes(self, done: int, watermark: int) -> Changes:
         raise NotImplementedError
 
-    def meets(
-        self, keys: Int64s, change_keys: Int64s, at: Int64s, before: bool
-    ) -> tuple[Int64s, Int64s, Int64s]:
+    def meets(self, change_keys: Int64s, at: Int64s, before: bool) -> tuple[Int64s, Int64s]:
         """For changes of the other side (their key numbers, instants), the
-        tuples of this window each meets: ``(lo, hi, order)``, positions
-        ``lo:hi`` of ``order``, this window's tuples by (key, arrival)
-        (those that fail its own conditions among them: filter on
-        ``passes``). ``keys`` are this window's key numbers. ``before``:
-        the window as it was before the instant (else after its changes)."""
+        tuples of this window each meets: positions ``lo:hi`` of
+        :attr:`order` (those that fail this side's own conditions among
+        them: filter on ``passes``). ``before``: the window as it was before
+        the instant (else after its changes)."""
         raise NotImplementedError
 
     def keep(self, watermark: int) -> None:
@@ -150,11 +198,11 @@ class JoinWindow:
 
 
 class TimeWindow(JoinWindow):
-    def __init__(self, life: int | None, width: int, keys: int) -> None:
-        super().__init__(width, keys)
+    def __init__(self, life: int | None, width: int) -> None:
+        super().__init__(width)
         self.life = life  # ms from entering to leaving; None: never leaves
 
-    def take(self, new: Arrivals) -> None:
+    def take(self, new: Arrivals, key: Int64s) -> None:
         kept = np.flatnonzero(new.passes)
         if len(kept) < len(new.ts):
             new = Arrivals(
@@ -163,7 +211,8 @@ class TimeWindow(JoinWindow):
                 tuple(k[kept] for k in new.keys),
                 new.passes[kept],
             )
-        super().take(new)
+            key = key[kept]
+        super().take(new, key)
 
     def position(self) -> Int64s:
         return self.ts
@@ -189,14 +238,12 @@ class TimeWindow(JoinWindow):
             np.concatenate((np.full(len(leave), -1, dtype=np.int64), np.ones(len(enter), dtype=np.int64))),
         )
 
-    def meets(
-        self, keys: Int64s, change_keys: Int64s, at: Int64s, before: bool
-    ) -> tuple[Int64s, Int64s, Int64s]:
+    def meets(self, change_keys: Int64s, at: Int64s, before: bool) -> tuple[Int64s, Int64s]:
         # in the window at an instant: from ts - T to ts (``last``)
         last = at - 1 if before else at
         first = None if self.life is None else last - self.life + 1
-        index = KeyTimeOrder(keys, self.ts, change_keys)
-        return index.first_at(change_keys, first), index.first_at(change_keys, last + 1), index.order
+        index = KeyTimeOrder(self.key, self.ts, self.order, change_keys)
+        return index.first_at(change_keys, first), index.first_at(change_keys, last + 1)
 
     def keep(self, watermark: int) -> None:
         if self.life is None:
@@ -211,57 +258,59 @@ class CountWindow(JoinWindow):
     N]``, whose partition must be the join key (then the tuples a change
     meets are the last N of its key's partition)."""
 
-    def __init__(self, rows: int, partition: tuple[int, ...], width: int, keys: int) -> None:
-        super().__init__(width, keys)
-        self.rows = rows
+    def __init__(self, rows: int, partition: tuple[int, ...], width: int) -> None:
+        super().__init__(width)
+        self.rows_n = rows
         self.partition = partition
         self.numbers = GroupNumbers(len(partition))
         self.counts = EMPTY  # tuples ever taken, per partition number
         self.part = EMPTY  # each tuple's partition number
         self.rank = EMPTY  # each tuple's place in its partition
 
-    def take(self, new: Arrivals) -> None:
+    def take(self, new: Arrivals, key: Int64s) -> None:
         n = len(new.ts)
+        if not n:
+            super().take(new, key)
+            return
         if self.partition:
             part = self.numbers.of([new.columns[c] for c in self.partition])
         else:
             part = np.zeros(n, dtype=np.int64)
-        if n:
-            grown = np.zeros(max(len(self.counts), int(part.max()) + 1), dtype=np.int64)
-            grown[: len(self.counts)] = self.counts
-            order = np.argsort(part, kind="stable")
-            sorted_part = part[order]
-            starts = np.searchsorted(sorted_part, sorted_part)  # first of each partition's run
-            rank = np.empty(n, dtype=np.int64)
-            rank[order] = grown[sorted_part] + np.arange(n, dtype=np.int64) - starts
-            grown += np.bincount(part, minlength=len(grown))
-            self.counts = grown
-        else:
-            rank = EMPTY
+        grown = np.zeros(max(len(self.counts), int(part.max()) + 1), dtype=np.int64)
+        grown[: len(self.counts)] = self.counts
+        by_part = np.argsort(part, kind="stable")
+        sorted_part = part[by_part]
+        starts = np.searchsorted(sorted_part, sorted_part)  # first of each partition's run
+        rank = np.empty(n, dtype=np.int64)
+        rank[by_part] = grown[sorted_part] + np.arange(n, dtype=np.int64) - starts
+        grown += np.bincount(part, minlength=len(grown))
+        self.counts = grown
         self.part = np.concatenate((self.part, part))
         self.rank = np.concatenate((self.rank, rank))
-        super().take(new)
+        super().take(new, key)
 
     def _cut(self, keep: Bools | slice) -> None:
-        super()._cut(keep)
         self.part, self.rank = self.part[keep], self.rank[keep]
+        super()._cut(keep)
 
     def position(self) -> Int64s:
         return self.rank
 
     def still_in(self, earlier: Int64s, later: Int64s) -> Bools:
         # a new tuple enters before it pushes out the one N before it
-        return earlier + self.rows >= later
+        return earlier + self.rows_n >= later
 
     def changes(self, done: int, watermark: int) -> Changes:
         fresh = np.arange(self.fresh, len(self.ts), dtype=np.int64)
         enter = fresh[self.passes[fresh]]
         # each new tuple pushes out the one N before it in its partition
-        order = np.argsort(self.part, kind="stable")
+        # (the key's partition: the window's (key, arrival) order is the
+        # partition's; without a partition, arrival order)
+        order = self.order if self.partition else np.arange(len(self.ts), dtype=np.int64)
         where = np.empty(len(order), dtype=np.int64)
         where[order] = np.arange(len(order), dtype=np.int64)
-        pushing = fresh[self.rank[fresh] >= self.rows]
-        out = order[where[pushing] - self.rows]
+        pushing = fresh[self.rank[fresh] >= self.rows_n]
+        out = order[where[pushing] - self.rows_n]
         shown = self.passes[out]
         pushing, out = pushing[shown], out[shown]
         # per arriving tuple, its entry, then what it pushed out
@@ -273,29 +322,25 @@ class CountWindow(JoinWindow):
             np.concatenate((np.ones(len(enter), dtype=np.int64), np.full(len(out), -1, dtype=np.int64))),
         )
 
-    def meets(
-        self, keys: Int64s, change_keys: Int64s, at: Int64s, before: bool
-    ) -> tuple[Int64s, Int64s, Int64s]:
+    def meets(self, change_keys: Int64s, at: Int64s, before: bool) -> tuple[Int64s, Int64s]:
         last = at - 1 if before else at
         if not self.partition:
-            # the last N arrivals up to the bound, of the change's key
-            live = np.flatnonzero(self.passes)
-            order = live[np.argsort(keys[live], kind="stable")]
+            # the last N arrivals up to the bound (those of the change's key)
             first = int(self.arrival[0]) if len(self.arrival) else 0
             span = len(self.ts) + 1
-            sorted_at = keys[order] * span + (self.arrival[order] - first)
+            sorted_at = self.key[self.order] * span + (self.arrival[self.order] - first)
             upto = np.searchsorted(self.ts, last, side="right")  # arrivals up to the bound, from first
             key = change_keys * span
-            lo = np.searchsorted(sorted_at, key + np.maximum(upto - self.rows, 0))
-            return lo, np.searchsorted(sorted_at, key + upto), order
+            lo = np.searchsorted(sorted_at, key + np.maximum(upto - self.rows_n, 0))
+            return lo, np.searchsorted(sorted_at, key + upto)
         # the key is the partition: its last N tuples up to the bound
-        index = KeyTimeOrder(keys, self.ts, change_keys)
+        index = KeyTimeOrder(self.key, self.ts, self.order, change_keys)
         hi = index.first_at(change_keys, last + 1)
-        return np.maximum(index.first_at(change_keys, None), hi - self.rows), hi, index.order
+        return np.maximum(index.first_at(change_keys, None), hi - self.rows_n), hi
 
     def keep(self, watermark: int) -> None:
-        keep = self.rank >= self.counts[self.part] - self.rows if len(self.ts) else slice(None)
-        self._cut(keep)
+        if len(self.ts):
+            self._cut(self.rank >= self.counts[self.part] - self.rows_n)
 
 
 class KeyTimeOrder:
@@ -304,8 +349,8 @@ class KeyTimeOrder:
     among the window's timestamps, where keys x span could leave int64).
     The tuples of a key from a timestamp on are then one binary search away."""
 
-    def __init__(self, keys: Int64s, ts: Int64s, change_keys: Int64s) -> None:
-        self.order = np.argsort(keys, kind="stable")  # by key, then arrival (so ts)
+    def __init__(self, keys: Int64s, ts: Int64s, order: Int64s, change_keys: Int64s) -> None:
+        self.order = order  # by key, then arrival (so ts)
         self.base = int(ts[0]) - 1 if len(ts) else 0
         span = int(ts[-1]) - self.base + 2 if len(ts) else 2
         self.stamps: Int64s | None = None

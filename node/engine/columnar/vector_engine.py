@@ -204,8 +204,7 @@ class _JoinQuery:
     def __init__(self, query: JoinQuery) -> None:
         self.query = query
         left, right = query.left, query.right
-        keys = len(left.key)
-        self.join = WindowJoin(*(_join_window(side, keys) for side in (left, right)))
+        self.join = WindowJoin(_join_window(left), _join_window(right), len(left.key))
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -243,10 +242,10 @@ class _JoinQuery:
         raise AssertionError("a join has no slide phase")
 
 
-def _join_window(side: JoinSide, keys: int) -> JoinWindow:
+def _join_window(side: JoinSide) -> JoinWindow:
     if side.rows is not None:
-        return CountWindow(side.rows, side.partition, side.width, keys)
-    return TimeWindow(side.life, side.width, keys)
+        return CountWindow(side.rows, side.partition, side.width)
+    return TimeWindow(side.life, side.width)
 
 
 def _through(

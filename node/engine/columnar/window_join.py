@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from semiactive.node.engine.columnar import join_windows
 from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.group_numbers import GroupNumbers
 from semiactive.node.engine.columnar.join_windows import EMPTY, Arrivals, JoinWindow, row_numbers
-from semiactive.node.engine.columnar.window_aggregate import join as join_arrays
 
 #: A condition on joined rows: their columns -> a mask of those it keeps.
 Keep = Callable[[tuple[Array, ...]], Array]
@@ -49,8 +50,9 @@ class JoinedChanges:
 class WindowJoin:
     """The join's two windows, and each call's changes of the joined relation."""
 
-    def __init__(self, left: JoinWindow, right: JoinWindow) -> None:
+    def __init__(self, left: JoinWindow, right: JoinWindow, keys: int) -> None:
         self.windows = (left, right)
+        self.keys = GroupNumbers(keys)  # the join keys of both sides, numbered together
 
     def advance(
         self, left: Arrivals, right: Arrivals, done: int, watermark: int, keep: Keep | None = None
@@ -61,48 +63,11 @@ class WindowJoin:
         checked before the pairs are put in order)."""
         windows = self.windows
         for window, new in zip(windows, (left, right), strict=True):
-            window.take(new)
-        keys = _joint_keys(windows)
-        # Every change of either window, in the row engine's order: by
-        # instant, the left's before the right's, then as the window emits them.
-        each = [window.changes(done, watermark) for window in windows]
-        side_of = np.concatenate([np.full(len(c.index), side, dtype=np.int64) for side, c in enumerate(each)])
-        index_of, at_of, first, second, sign_of = (
-            np.concatenate(parts)
-            for parts in zip(*((c.index, c.at, c.first, c.second, c.sign) for c in each), strict=True)
-        )
-        order = np.lexsort((second, first, side_of, at_of))
-        side_of, index_of, at_of, sign_of = side_of[order], index_of[order], at_of[order], sign_of[order]
-        # Each change's matches: a run [lo, hi) of the other window in its
-        # (key, arrival) order. The left side meets the right window as it
-        # was before the instant, the right side the left window as it is
-        # after the left's changes.
-        lo, hi = np.zeros(len(order), dtype=np.int64), np.zeros(len(order), dtype=np.int64)
-        by_key: list[Int64s] = [EMPTY, EMPTY]
-        for side in (0, 1):
-            mine = side_of == side
-            other = 1 - side
-            lo[mine], hi[mine], by_key[other] = windows[other].meets(
-                keys[other], keys[side][index_of[mine]], at_of[mine], before=side == 0
-            )
-        counts = np.maximum(hi - lo, 0)
-        total = int(counts.sum())
-        which = np.repeat(np.arange(len(order), dtype=np.int64), counts)  # pairs by change, in order
-        at = (
-            np.repeat(lo, counts)
-            + np.arange(total, dtype=np.int64)
-            - np.repeat(np.cumsum(counts) - counts, counts)
-        )
+            n = len(new.ts)
+            window.take(new, self.keys.of(list(new.keys)) if new.keys else np.zeros(n, dtype=np.int64))
+        at_of, index_of, side_of, sign_of = self._changes(done, watermark)
+        which, li, ri = self._pairs(at_of, index_of, side_of)
         of_left = side_of[which] == 0
-        partner = np.empty(total, dtype=np.int64)
-        partner[of_left] = by_key[1][at[of_left]]
-        partner[~of_left] = by_key[0][at[~of_left]]
-        own = index_of[which]
-        li, ri = np.where(of_left, own, partner), np.where(of_left, partner, own)
-        # a partner its own side's conditions drop is not in the relation
-        shown = np.where(of_left, windows[1].passes[ri], windows[0].passes[li])
-        if not shown.all():
-            which, of_left, li, ri = which[shown], of_left[shown], li[shown], ri[shown]
         columns = (*(c[li] for c in windows[0].columns), *(c[ri] for c in windows[1].columns))
         if keep is not None and len(which):
             kept = np.flatnonzero(keep(columns))
@@ -117,17 +82,58 @@ class WindowJoin:
             which, columns = which[order], tuple(c[order] for c in columns)
         for window in windows:
             window.keep(watermark)
+        keyed = bool(left.keys)  # else a cross product: every key number 0
+        if keyed and len(self.keys) > 2 * sum(len(w.ts) for w in windows) + join_windows.FORGET_AFTER:
+            number = self.keys.keep(np.unique(np.concatenate([w.key for w in windows])))
+            for window in windows:
+                window.renumber_keys(number)
         return JoinedChanges(at_of[which], sign_of[which], columns)
 
+    def _changes(self, done: int, watermark: int) -> tuple[Int64s, Int64s, Int64s, Int64s]:
+        """Every change of either window in (done, watermark], in the row
+        engine's order (by instant, the left's before the right's, then as
+        the window emits them): instant, index, side (0 left), sign."""
+        each = [window.changes(done, watermark) for window in self.windows]
+        side_of = np.concatenate([np.full(len(c.index), side, dtype=np.int64) for side, c in enumerate(each)])
+        index_of, at_of, first, second, sign_of = (
+            np.concatenate(parts)
+            for parts in zip(*((c.index, c.at, c.first, c.second, c.sign) for c in each), strict=True)
+        )
+        order = np.lexsort((second, first, side_of, at_of))
+        return at_of[order], index_of[order], side_of[order], sign_of[order]
 
-def _joint_keys(windows: tuple[JoinWindow, JoinWindow]) -> tuple[Int64s, Int64s]:
-    """Numbers for the two windows' join keys, equal where the keys are."""
-    n = len(windows[0].ts)
-    if not windows[0].keys:  # a cross product: one key
-        return np.zeros(n, dtype=np.int64), np.zeros(len(windows[1].ts), dtype=np.int64)
-    both = [join_arrays(a, b) for a, b in zip(windows[0].keys, windows[1].keys, strict=True)]
-    numbers = row_numbers(both, n + len(windows[1].ts))
-    return numbers[:n], numbers[n:]
+    def _pairs(self, at_of: Int64s, index_of: Int64s, side_of: Int64s) -> tuple[Int64s, Int64s, Int64s]:
+        """Each change with each tuple of the other window it meets (one of
+        its own side's conditions may drop): the change's place, the left
+        tuple, the right tuple; by change, then the partner's arrival. The
+        left side meets the right window as it was before the instant, the
+        right side the left window as it is after the left's changes."""
+        windows = self.windows
+        lo, hi = np.zeros(len(at_of), dtype=np.int64), np.zeros(len(at_of), dtype=np.int64)
+        for side in (0, 1):
+            mine = side_of == side
+            lo[mine], hi[mine] = windows[1 - side].meets(
+                windows[side].key[index_of[mine]], at_of[mine], before=side == 0
+            )
+        counts = np.maximum(hi - lo, 0)
+        total = int(counts.sum())
+        which = np.repeat(np.arange(len(at_of), dtype=np.int64), counts)
+        at = (
+            np.repeat(lo, counts)
+            + np.arange(total, dtype=np.int64)
+            - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        of_left = side_of[which] == 0
+        partner = np.empty(total, dtype=np.int64)
+        partner[of_left] = windows[1].order[at[of_left]]
+        partner[~of_left] = windows[0].order[at[~of_left]]
+        own = index_of[which]
+        li, ri = np.where(of_left, own, partner), np.where(of_left, partner, own)
+        # a partner its own side's conditions drop is not in the relation
+        shown = np.where(of_left, windows[1].passes[ri], windows[0].passes[li])
+        if not shown.all():
+            which, li, ri = which[shown], li[shown], ri[shown]
+        return which, li, ri
 
 
 def net_changes(ts: Int64s, sign: Int64s, columns: Sequence[Array], want: int) -> Int64s:
