@@ -210,12 +210,20 @@ def test_query_run_on_columns_prints_what_the_row_engine_prints(
     (directory / "q.cql").write_text(f"REGISTER STREAM S (v integer, x float);\n{program}\n")
     steps = sorted(rows, key=lambda r: r[0])
     (directory / "s.csv").write_text("ts,v,x\n" + "".join(f"{t * 3},{v},{x!r}\n" for t, v, x in steps))
+    printed = _printed_by_both(directory, [f"S={directory / 's.csv'}"], block_bytes)
+    assert printed["auto"] == printed["dts"]
+
+
+def _printed_by_both(
+    directory: Path, streams: list[str], block_bytes: int, slice_rows: int = embedded.SLICE_ROWS
+) -> dict[str, str]:
+    """What ``query run`` of ``directory``'s q.cql prints with ``auto``
+    (which must take the column path) and with ``dts`` (the row path)."""
     printed = {}
     for executor in ("auto", "dts"):
         out = io.StringIO()
         with (
             patch.object(sources, "NUMERIC_BLOCK_BYTES", block_bytes),
-            # The row path must not be what auto took.
             patch.object(embedded, "stream", side_effect=AssertionError("row path"))
             if executor == "auto"
             else patch.object(embedded, "stream_columns", side_effect=AssertionError("column path")),
@@ -223,16 +231,17 @@ def test_query_run_on_columns_prints_what_the_row_engine_prints(
             try:
                 embedded.run(
                     str(directory / "q.cql"),
-                    [f"S={directory / 's.csv'}"],
+                    streams,
                     output=None,
                     executor=executor,
                     run_limit=100,
                     out=out,
+                    slice_rows=slice_rows,
                 )
             except SourceDataError as exc:
                 out.write(f"error: {exc}")
         printed[executor] = out.getvalue()
-    assert printed["auto"] == printed["dts"]
+    return printed
 
 
 JOINS = [
@@ -272,23 +281,7 @@ def test_query_run_merges_two_files_on_columns_as_the_row_engine_does(
     for name, rows, column in (("s", left, "k"), ("t", right, "w")):
         lines = "".join(f"{t},{v},{x}\n" for t, v, x in sorted(rows, key=lambda r: r[0]))
         (directory / f"{name}.csv").write_text(f"ts,v,{column}\n" + lines)
-    printed = {}
-    for executor in ("auto", "dts"):
-        out = io.StringIO()
-        with (
-            patch.object(sources, "NUMERIC_BLOCK_BYTES", block_bytes),
-            patch.object(embedded, "stream", side_effect=AssertionError("row path"))
-            if executor == "auto"
-            else patch.object(embedded, "stream_columns", side_effect=AssertionError("column path")),
-        ):
-            embedded.run(
-                str(directory / "q.cql"),
-                [f"S={directory / 's.csv'}", f"T={directory / 't.csv'}"],
-                output=None,
-                executor=executor,
-                run_limit=100,
-                out=out,
-                slice_rows=slice_rows,
-            )
-        printed[executor] = out.getvalue()
+    streams = [f"S={directory / 's.csv'}", f"T={directory / 't.csv'}"]
+    printed = _printed_by_both(directory, streams, block_bytes, slice_rows)
+    assert "error" not in printed["dts"]
     assert printed["auto"] == printed["dts"]

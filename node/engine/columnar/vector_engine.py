@@ -67,7 +67,10 @@ class _Query:
 
     def run(self, ready: dict[str, ColumnBatch], done: int, watermark: int) -> ColumnBatch:
         batch = _through(
-            self.query.chain, ready[self.query.input], self.needed, self.lineage or not self.query.aggregate
+            self.query.chain,
+            ready[self.query.input],
+            self.needed,
+            self.lineage or self.query.aggregate is None,
         )
         spec = self.query.aggregate
         if spec is None:
