@@ -22,13 +22,12 @@ are FIFO: the latest copy is the last to leave).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from semiactive.node.engine.columnar.batch import Array, Int64s
-from semiactive.node.engine.columnar.group_numbers import GroupNumbers, distinct_values
+from semiactive.node.engine.columnar.group_numbers import GroupNumbers
 from semiactive.node.engine.columnar.window_aggregate import join as join_arrays
 
 EMPTY: Int64s = np.empty(0, dtype=np.int64)
@@ -83,7 +82,7 @@ class JoinWindow:
         self.passes: Bools = np.empty(0, dtype=bool)
         self.columns: tuple[Array, ...] = tuple(EMPTY for _ in range(width))
         self.order = EMPTY  # the tuples by (key, arrival)
-        self.rows = GroupNumbers(width)
+        self.row_numbers = GroupNumbers(width)
         # per row number: where its latest copy stood and its run (-1: none)
         self.latest = EMPTY
         self.latest_run = EMPTY
@@ -105,8 +104,8 @@ class JoinWindow:
         )
         self.arrived += n
         self.key = np.concatenate((self.key, key))
-        self.row = np.concatenate((self.row, self.rows.of(list(new.columns))))
-        more = len(self.rows) - len(self.latest)
+        self.row = np.concatenate((self.row, self.row_numbers.of(list(new.columns))))
+        more = len(self.row_numbers) - len(self.latest)
         if more:
             self.latest = np.concatenate((self.latest, np.full(more, -1, dtype=np.int64)))
             self.latest_run = np.concatenate((self.latest_run, np.full(more, -1, dtype=np.int64)))
@@ -127,9 +126,9 @@ class JoinWindow:
             x[keep] for x in (self.ts, self.arrival, self.run, self.key, self.row, self.passes)
         )
         self.columns = tuple(c[keep] for c in self.columns)
-        if len(self.rows) > 2 * len(self.ts) + FORGET_AFTER:  # forget rows no tuple here has
+        if len(self.row_numbers) > 2 * len(self.ts) + FORGET_AFTER:  # forget rows no tuple here has
             live = np.unique(self.row)
-            number = self.rows.keep(live)
+            number = self.row_numbers.keep(live)
             self.row = number[self.row]
             self.latest, self.latest_run = self.latest[live], self.latest_run[live]
 
@@ -260,7 +259,7 @@ class CountWindow(JoinWindow):
 
     def __init__(self, rows: int, partition: tuple[int, ...], width: int) -> None:
         super().__init__(width)
-        self.rows_n = rows
+        self.size = rows  # N: the tuples a partition keeps
         self.partition = partition
         self.numbers = GroupNumbers(len(partition))
         self.counts = EMPTY  # tuples ever taken, per partition number
@@ -298,7 +297,7 @@ class CountWindow(JoinWindow):
 
     def still_in(self, earlier: Int64s, later: Int64s) -> Bools:
         # a new tuple enters before it pushes out the one N before it
-        return earlier + self.rows_n >= later
+        return earlier + self.size >= later
 
     def changes(self, done: int, watermark: int) -> Changes:
         fresh = np.arange(self.fresh, len(self.ts), dtype=np.int64)
@@ -309,8 +308,8 @@ class CountWindow(JoinWindow):
         order = self.order if self.partition else np.arange(len(self.ts), dtype=np.int64)
         where = np.empty(len(order), dtype=np.int64)
         where[order] = np.arange(len(order), dtype=np.int64)
-        pushing = fresh[self.rank[fresh] >= self.rows_n]
-        out = order[where[pushing] - self.rows_n]
+        pushing = fresh[self.rank[fresh] >= self.size]
+        out = order[where[pushing] - self.size]
         shown = self.passes[out]
         pushing, out = pushing[shown], out[shown]
         # per arriving tuple, its entry, then what it pushed out
@@ -331,16 +330,16 @@ class CountWindow(JoinWindow):
             sorted_at = self.key[self.order] * span + (self.arrival[self.order] - first)
             upto = np.searchsorted(self.ts, last, side="right")  # arrivals up to the bound, from first
             key = change_keys * span
-            lo = np.searchsorted(sorted_at, key + np.maximum(upto - self.rows_n, 0))
+            lo = np.searchsorted(sorted_at, key + np.maximum(upto - self.size, 0))
             return lo, np.searchsorted(sorted_at, key + upto)
         # the key is the partition: its last N tuples up to the bound
         index = KeyTimeOrder(self.key, self.ts, self.order, change_keys)
         hi = index.first_at(change_keys, last + 1)
-        return np.maximum(index.first_at(change_keys, None), hi - self.rows_n), hi
+        return np.maximum(index.first_at(change_keys, None), hi - self.size), hi
 
     def keep(self, watermark: int) -> None:
         if len(self.ts):
-            self._cut(self.rank >= self.counts[self.part] - self.rows_n)
+            self._cut(self.rank >= self.counts[self.part] - self.size)
 
 
 class KeyTimeOrder:
@@ -373,14 +372,3 @@ class KeyTimeOrder:
         else:
             offset = np.searchsorted(self.stamps, stamps)
         return np.searchsorted(self.sorted_at, keys * self.width + offset)
-
-
-def row_numbers(columns: Sequence[Array], n: int) -> Int64s:
-    """A number per row of ``columns``, equal exactly where the rows are."""
-    rank = np.zeros(n, dtype=np.int64)
-    if not n:
-        return rank
-    for column in columns:
-        values, inverse = distinct_values(column)
-        _, rank = np.unique(rank * len(values) + inverse.reshape(-1), return_inverse=True)
-    return rank.reshape(-1).astype(np.int64)

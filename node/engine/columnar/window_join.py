@@ -30,8 +30,8 @@ import numpy as np
 
 from semiactive.node.engine.columnar import join_windows
 from semiactive.node.engine.columnar.batch import Array, Int64s
-from semiactive.node.engine.columnar.group_numbers import GroupNumbers
-from semiactive.node.engine.columnar.join_windows import EMPTY, Arrivals, JoinWindow, row_numbers
+from semiactive.node.engine.columnar.group_numbers import GroupNumbers, row_numbers
+from semiactive.node.engine.columnar.join_windows import EMPTY, Arrivals, JoinWindow
 
 #: A condition on joined rows: their columns -> a mask of those it keeps.
 Keep = Callable[[tuple[Array, ...]], Array]
