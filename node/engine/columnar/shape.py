@@ -73,7 +73,7 @@ class JoinSide:
 
 @dataclass(frozen=True)
 class JoinQuery:
-    """ISTREAM or DSTREAM of an equi-join of two time windows, with the
+    """ISTREAM or DSTREAM of an equi-join of two windows, with the
     rest of its WHERE over the joined row and its SELECT list."""
 
     left: JoinSide
@@ -142,7 +142,7 @@ def _windowed(node: plan.ToStream) -> VectorQuery | JoinQuery:
 def _joined(
     node: plan.ToStream, join: plan.Join, where: plan.Expr | None, project: tuple[plan.Expr, ...] | None
 ) -> JoinQuery:
-    """An equi-join of two time windows of streams, over integers and text."""
+    """An equi-join of two windows of streams, over integers and text."""
     if node.op is plan.StreamOp.RSTREAM:
         raise NotVectorized("RSTREAM of a join (the whole relation at each change)")
     for column in plan.resolve(node).schema.columns:
