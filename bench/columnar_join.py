@@ -46,6 +46,9 @@ QUERIES = {
     "A [Now] x B [Partition By k Rows 1] on k": (
         "ISTREAM(SELECT A.k, v, w FROM A [Now], B [Partition By k Rows 1] WHERE A.k = B.k)"
     ),
+    "A [Range 100 Slide 10] x B [Now] on k": (
+        "ISTREAM(SELECT A.k, v, w FROM A [Range 100 Slide 10], B [Now] WHERE A.k = B.k)"
+    ),
     "A [Rows 200] x B [Now] on k, w > 500": (
         "ISTREAM(SELECT A.k, v, w FROM A [Rows 200], B [Now] WHERE A.k = B.k AND w > 500)"
     ),

@@ -1,5 +1,5 @@
 """The columnar engine's join of two windows against the row engine's, the
-reference: random joins of windows by time and by count (keys of
+reference: random joins of windows by time (sliding too) and by count (keys of
 integers, of text, of expressions, none at all; residual predicates;
 conditions on one side; a side through a registered query; a self-join)
 over random inputs of both streams, with repeated rows (a row's copies
@@ -31,7 +31,18 @@ HEADER = (
 HUGE = 2**62
 
 windows = st.sampled_from(
-    ["[Now]", "[Range 1]", "[Range 3]", "[Range 6]", "[Range Unbounded]", "[Rows 1]", "[Rows 3]"]
+    [
+        "[Now]",
+        "[Range 1]",
+        "[Range 3]",
+        "[Range 6]",
+        "[Range Unbounded]",
+        "[Rows 1]",
+        "[Rows 3]",
+        "[Range 3 Slide 2]",
+        "[Range 5 Slide 3]",
+        "[Range 1 Slide 4]",  # a tuple between two multiples of 4 and > 1 ms before the next: never in it
+    ]
 )
 # a [Partition By a ...] window joins on a alone
 on_a = ["S.a = T.a", "S.a = T.a AND S.b < T.c", "T.a = S.a AND S.b >= 0 AND T.c != 2"]
@@ -165,6 +176,26 @@ def test_copies_of_a_row_keep_the_place_their_run_began() -> None:
     assert [e[3] for e in expected] == [7, 8]
 
 
+def test_a_copy_that_enters_when_the_last_one_leaves_begins_a_run() -> None:
+    """In ``[Range 3 Slide 2]`` the (1, 7) of ts 5 waits to enter at 6, the
+    instant the (1, 7) of ts 2 leaves: a new run, behind (1, 8) of ts 4,
+    although ts 5 is within 3 ms of ts 2."""
+    text = HEADER + (
+        "REGISTER QUERY out AS ISTREAM(SELECT T.c FROM S [Now], T [Range 3 Slide 2] WHERE S.a = T.a);\n"
+    )
+    steps = [
+        ([], [(2, 0, 1, 1, 7, ""), (4, 0, 1, 1, 8, ""), (5, 0, 1, 1, 7, "")], 5),
+        ([(7, 0, 1, 1, 0, "")], [], 7),
+    ]
+    _same_outputs(text, steps)
+    row_engine = Engine(compile_program(text), ["out"])
+    for s_rows, t_rows, watermark in steps:
+        row_engine.push("S", s_rows)
+        row_engine.push("T", t_rows)
+        expected = row_engine.advance(watermark)["out"]
+    assert [e[3] for e in expected] == [8, 7]
+
+
 @pytest.mark.parametrize(
     ("query", "why"),
     [
@@ -174,11 +205,11 @@ def test_copies_of_a_row_keep_the_place_their_run_began() -> None:
         ),
         (
             "ISTREAM(SELECT S.a FROM S [Rows 4 Slide 2], T [Now] WHERE S.a = T.a)",
-            "a join of a sliding window or of [Partition By ... Range T]",
+            "a join of [Rows N Slide M] or of [Partition By ... Range T]",
         ),
         (
-            "ISTREAM(SELECT S.a FROM S [Range 4 Slide 2], T [Now] WHERE S.a = T.a)",
-            "a join of a sliding window or of [Partition By ... Range T]",
+            "ISTREAM(SELECT S.a FROM S [Partition By a Rows 2 Range 3], T [Now] WHERE S.a = T.a)",
+            "a join of [Rows N Slide M] or of [Partition By ... Range T]",
         ),
         (
             "ISTREAM(SELECT S.a FROM S [Partition By b Rows 2], T [Now] WHERE S.a = T.a)",

@@ -96,13 +96,39 @@ def distinct_values(column: Array) -> tuple[Array, Int64s]:
 
 
 def row_numbers(columns: Sequence[Array], n: int) -> Int64s:
-    """A number per row of ``columns`` (``n`` rows), equal exactly where
-    the rows are: a rank per column, combined (np.unique over rows views
-    them as bytes: 7x slower)."""
-    rank = np.zeros(n, dtype=np.int64)
+    """A number per row of ``columns`` (``n`` rows), from 0 up, equal
+    exactly where the rows are. Integer
+    columns are packed into one int64 (each value from its column's least,
+    times the spans of the columns after it) while the spans' product fits,
+    and the packed rows ranked by one sort; other columns count by their
+    distinct values' ranks. np.unique over rows views them as bytes: 7x
+    slower; a rank per column, combined one column at a time: 5x."""
+    packed = np.zeros(n, dtype=np.int64)
     if not n:
-        return rank
+        return packed
+    room = 1  # packed values are below this
     for column in columns:
-        values, inverse = distinct_values(column)
-        _, rank = np.unique(rank * len(values) + inverse.reshape(-1), return_inverse=True)
-    return rank.reshape(-1).astype(np.int64)
+        if column.dtype == np.int64:
+            least = int(column.min())
+            span, values = int(column.max()) - least + 1, column
+        else:
+            distinct, inverse = distinct_values(column)
+            least, span, values = 0, len(distinct), inverse.reshape(-1)
+        if room * span >= PACKED:
+            packed, room = _ranked(packed)
+            if room * span >= PACKED:  # a column of values far apart: its ranks
+                distinct, inverse = distinct_values(values)
+                least, span, values = 0, len(distinct), inverse.reshape(-1)
+        packed = packed * span + (values - least)
+        room *= span
+    return _ranked(packed)[0]
+
+
+#: Packed rows stay below this (so that a product of spans cannot wrap).
+PACKED = 2**62
+
+
+def _ranked(packed: Int64s) -> tuple[Int64s, int]:
+    """Dense ranks of ``packed``, and how many distinct values there are."""
+    distinct, inverse = np.unique(packed, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), len(distinct)

@@ -10,7 +10,8 @@ of its row, if it is still in the window then, lends it its run (windows
 are FIFO: the latest copy is the last to leave).
 
 - :class:`TimeWindow`: ``[Range T]``, ``[Now]`` (T = 0), ``[Range
-  Unbounded]``. A tuple leaves at ts + T + 1, before the instant's new
+  Unbounded]``, ``[Range T Slide L]``. A tuple leaves at ts + T + 1
+  (with a slide: both ends at multiples of L), before the instant's new
   tuples enter. The conditions on this side alone filter tuples before
   the window (the same thing, for a window by time).
 - :class:`CountWindow`: ``[Rows N]`` and ``[Partition By keys Rows N]``.
@@ -197,12 +198,22 @@ class JoinWindow:
 
 
 class TimeWindow(JoinWindow):
-    def __init__(self, life: int | None, width: int) -> None:
+    """``life``: T + 1, the ms from entering to leaving (None: never
+    leaves). With a slide L, the window at instant t holds the tuples with
+    ts in [b - T, b], b = t floored to a multiple of L: a tuple enters at
+    the first multiple of L >= ts and leaves at the first one > ts + T (a
+    tuple whose two are the same is never in it). L = 1 is ``[Range T]``."""
+
+    def __init__(self, life: int | None, width: int, slide: int = 1) -> None:
         super().__init__(width)
-        self.life = life  # ms from entering to leaving; None: never leaves
+        self.life = life
+        self.slide = slide
 
     def take(self, new: Arrivals, key: Int64s) -> None:
-        kept = np.flatnonzero(new.passes)
+        passes = new.passes
+        if self.slide > 1:
+            passes = passes & (self._leave(new.ts) > self._enter(new.ts))
+        kept = np.flatnonzero(passes)
         if len(kept) < len(new.ts):
             new = Arrivals(
                 new.ts[kept],
@@ -213,33 +224,52 @@ class TimeWindow(JoinWindow):
             key = key[kept]
         super().take(new, key)
 
+    def _enter(self, ts: Int64s) -> Int64s:
+        return ts if self.slide == 1 else -(-ts // self.slide) * self.slide
+
+    def _leave(self, ts: Int64s) -> Int64s:
+        assert self.life is not None
+        if self.slide == 1:
+            return ts + self.life
+        return ((ts + (self.life - 1)) // self.slide + 1) * self.slide
+
+    def _bound(self, at: Int64s) -> Int64s:
+        """The newest ts in the window at instants ``at``."""
+        return at if self.slide == 1 else at // self.slide * self.slide
+
     def position(self) -> Int64s:
         return self.ts
 
     def still_in(self, earlier: Int64s, later: Int64s) -> Bools:
         if self.life is None:
             return np.ones(len(later), dtype=bool)
-        return earlier + self.life > later
+        return self._leave(earlier) > self._enter(later)
 
     def changes(self, done: int, watermark: int) -> Changes:
-        enter = np.arange(self.fresh, len(self.ts), dtype=np.int64)
+        if self.slide == 1:
+            enter = np.arange(self.fresh, len(self.ts), dtype=np.int64)
+            enters = self.ts[enter]
+        else:  # those that wait for a multiple of L: from where the last call stopped
+            enters = self._enter(self.ts)
+            enter = np.arange(*np.searchsorted(enters, (done, watermark), side="right"), dtype=np.int64)
+            enters = enters[enter]
         leave, at = EMPTY, EMPTY
         if self.life is not None:
-            ends = self.ts + self.life
+            ends = self._leave(self.ts)
             leave = np.flatnonzero((ends > done) & (ends <= watermark))
             at = ends[leave]
         # tuples that leave, then tuples that enter, each by arrival
         return Changes(
             np.concatenate((leave, enter)),
-            np.concatenate((at, self.ts[enter])),
+            np.concatenate((at, enters)),
             np.concatenate((np.zeros(len(leave), dtype=np.int64), np.ones(len(enter), dtype=np.int64))),
             np.concatenate((self.arrival[leave], self.arrival[enter])),
             np.concatenate((np.full(len(leave), -1, dtype=np.int64), np.ones(len(enter), dtype=np.int64))),
         )
 
     def meets(self, change_keys: Int64s, at: Int64s, before: bool) -> tuple[Int64s, Int64s]:
-        # in the window at an instant: from ts - T to ts (``last``)
-        last = at - 1 if before else at
+        # in the window at an instant: ts from b - T to b (``last``)
+        last = self._bound(at - 1 if before else at)
         first = None if self.life is None else last - self.life + 1
         index = KeyTimeOrder(self.key, self.ts, self.order, change_keys)
         return index.first_at(change_keys, first), index.first_at(change_keys, last + 1)
@@ -247,7 +277,9 @@ class TimeWindow(JoinWindow):
     def keep(self, watermark: int) -> None:
         if self.life is None:
             return
-        cut = int(np.searchsorted(self.ts, watermark - self.life, side="right"))
+        # gone by the watermark: ts + T < b (b: the watermark's bound)
+        bound = watermark // self.slide * self.slide
+        cut = int(np.searchsorted(self.ts, bound - self.life, side="right"))
         if cut:
             self._cut(slice(cut, None))
 

@@ -56,15 +56,17 @@ class VectorQuery:
 @dataclass(frozen=True)
 class JoinSide:
     """One window of a join: its stream's chain, how long a tuple stays
-    (``[Range T]``: T + 1 ms, ``[Now]``: 1, ``[Range Unbounded]``: None)
-    or how many stay (``[Rows N]``, ``[Partition By keys Rows N]``), the
-    WHERE's conjuncts over this side alone and its join key, both over the
-    window's own columns."""
+    (``[Range T]``: T + 1 ms, ``[Now]``: 1, ``[Range Unbounded]``: None;
+    with ``[Range T Slide L]``, a slide of L ms) or how many stay
+    (``[Rows N]``, ``[Partition By keys Rows N]``), the WHERE's conjuncts
+    over this side alone and its join key, both over the window's own
+    columns."""
 
     input: str
     chain: Chain
     width: int  # the window's columns
     life: int | None
+    slide: int  # ms; 1 unless [Range T Slide L]
     rows: int | None  # [Rows N] or [Partition By ... Rows N]: N (then life is None)
     partition: tuple[int, ...]  # [Partition By ...]: the columns
     predicate: plan.Expr | None
@@ -164,12 +166,13 @@ def _join_side(child: plan.PlanNode, only: list[plan.Expr], key: list[plan.Expr]
         raise NotVectorized(f"a join of {type(window).__name__} (only of two windows)")
     spec = window.spec
     life: int | None = None
+    slide = 1
     rows: int | None = None
     partition: tuple[int, ...] = ()
     if isinstance(spec, plan.NowWindow):
         life = 1
-    elif isinstance(spec, plan.RangeWindow) and spec.slide_ms <= 1:
-        life = spec.closed_range_ms + 1
+    elif isinstance(spec, plan.RangeWindow):
+        life, slide = spec.closed_range_ms + 1, max(spec.slide_ms, 1)
     elif isinstance(spec, plan.RowsWindow) and spec.slide <= 1:
         rows = spec.rows
     elif isinstance(spec, plan.PartitionWindow) and spec.range_ms is None:
@@ -178,7 +181,7 @@ def _join_side(child: plan.PlanNode, only: list[plan.Expr], key: list[plan.Expr]
             raise NotVectorized("a join of [Partition By ...] on other than its keys")
         rows, partition = spec.rows, tuple(spec.keys)
     elif not isinstance(spec, plan.UnboundedWindow):
-        raise NotVectorized("a join of a sliding window or of [Partition By ... Range T]")
+        raise NotVectorized("a join of [Rows N Slide M] or of [Partition By ... Range T]")
     for column in window.schema.columns:
         if column.type.name not in (plan.TypeName.INTEGER, plan.TypeName.CHAR) or column.nullable:
             what = "nullable" if column.nullable else column.type.name.value
@@ -189,7 +192,7 @@ def _join_side(child: plan.PlanNode, only: list[plan.Expr], key: list[plan.Expr]
         raise NotVectorized("a join key of type float (NaN)")
     name, chain = _chain(plan.resolve(window.child))
     width = len(window.schema.columns)
-    return JoinSide(name, chain, width, life, rows, partition, conjunction(only), tuple(key))
+    return JoinSide(name, chain, width, life, slide, rows, partition, conjunction(only), tuple(key))
 
 
 def _check_groups(

@@ -248,7 +248,7 @@ class _JoinQuery:
 def _join_window(side: JoinSide) -> JoinWindow:
     if side.rows is not None:
         return CountWindow(side.rows, side.partition, side.width)
-    return TimeWindow(side.life, side.width)
+    return TimeWindow(side.life, side.width, side.slide)
 
 
 def _through(
