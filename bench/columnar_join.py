@@ -46,6 +46,9 @@ QUERIES = {
     "A [Now] x B [Partition By k Rows 1] on k": (
         "ISTREAM(SELECT A.k, v, w FROM A [Now], B [Partition By k Rows 1] WHERE A.k = B.k)"
     ),
+    "RSTREAM A [Now] x B [Partition By k Rows 1]": (
+        "RSTREAM(SELECT A.k, v, w FROM A [Now], B [Partition By k Rows 1] WHERE A.k = B.k)"
+    ),
     "A [Range 100 Slide 10] x B [Now] on k": (
         "ISTREAM(SELECT A.k, v, w FROM A [Range 100 Slide 10], B [Now] WHERE A.k = B.k)"
     ),

@@ -39,6 +39,16 @@ FORGET_AFTER = 1024
 Bools = Array
 
 
+def expand(lo: Int64s, counts: Int64s) -> tuple[Int64s, Int64s]:
+    """The ranges ``lo[i] : lo[i] + counts[i]`` laid end to end: for each
+    position, the range it belongs to and the position itself."""
+    total = int(counts.sum())
+    owner = np.repeat(np.arange(len(lo), dtype=np.int64), counts)
+    starts = np.cumsum(counts) - counts  # where each range begins, laid end to end
+    at = np.repeat(lo - starts, counts) + np.arange(total, dtype=np.int64)
+    return owner, at
+
+
 @dataclass(frozen=True)
 class Arrivals:
     """A window's new tuples in one call: timestamps, the window's row

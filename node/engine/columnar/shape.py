@@ -10,9 +10,9 @@ A query runs vectorized when it is, from its input up,
   DSTREAM or RSTREAM on top; with a GROUP BY whose keys are all selected,
   ISTREAM or DSTREAM, and then also ``[Partition By keys Rows N]`` grouped
   by the same keys; or
-- ISTREAM or DSTREAM of an equi-join of two windows of such chains
-  (``[Range T]``, ``[Now]``, ``[Range Unbounded]``, ``[Rows N]``, or
-  ``[Partition By keys Rows N]`` on its keys), over integer and text
+- ISTREAM, DSTREAM or RSTREAM of an equi-join of two windows of such chains
+  (``[Range T]``, ``[Now]``, ``[Range Unbounded]``, ``[Range T Slide L]``,
+  ``[Rows N]``, or ``[Partition By keys Rows N]`` on its keys), over integer and text
   columns (:mod:`.window_join`);
 
 and every expression in it has a vectorized form
@@ -75,7 +75,7 @@ class JoinSide:
 
 @dataclass(frozen=True)
 class JoinQuery:
-    """ISTREAM or DSTREAM of an equi-join of two windows, with the
+    """ISTREAM, DSTREAM or RSTREAM of an equi-join of two windows, with the
     rest of its WHERE over the joined row and its SELECT list."""
 
     left: JoinSide
@@ -145,8 +145,6 @@ def _joined(
     node: plan.ToStream, join: plan.Join, where: plan.Expr | None, project: tuple[plan.Expr, ...] | None
 ) -> JoinQuery:
     """An equi-join of two windows of streams, over integers and text."""
-    if node.op is plan.StreamOp.RSTREAM:
-        raise NotVectorized("RSTREAM of a join (the whole relation at each change)")
     for column in plan.resolve(node).schema.columns:
         if column.type.name is plan.TypeName.FLOAT:
             raise NotVectorized("a join's float output (NaN and -0.0: rows equal by object)")

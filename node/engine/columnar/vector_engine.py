@@ -20,6 +20,7 @@ from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
 from semiactive.node.engine.columnar.grouped_window_aggregate import GroupedEvaluated, GroupedWindowAggregate
 from semiactive.node.engine.columnar.join_windows import Arrivals, CountWindow, JoinWindow, TimeWindow
+from semiactive.node.engine.columnar.relation_stream import RelationStream
 from semiactive.node.engine.columnar.shape import (
     Chain,
     JoinQuery,
@@ -202,12 +203,14 @@ class _Query:
 
 
 class _JoinQuery:
-    """ISTREAM / DSTREAM of a join of two windows (:mod:`.window_join`)."""
+    """ISTREAM / DSTREAM / RSTREAM of a join of two windows (:mod:`.window_join`)."""
 
     def __init__(self, query: JoinQuery) -> None:
         self.query = query
         left, right = query.left, query.right
         self.join = WindowJoin(_join_window(left), _join_window(right), len(left.key))
+        width = len(query.project) if query.project is not None else left.width + right.width
+        self.relation = RelationStream(width) if query.stream_op is plan.StreamOp.RSTREAM else None
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -231,6 +234,9 @@ class _JoinQuery:
         ts, sign, columns = changes.ts, changes.sign, changes.columns
         if self.query.project is not None:
             columns = tuple(evaluate(x, columns, len(ts)) for x in self.query.project)
+        if self.relation is not None:
+            ts, columns = self.relation.advance(ts, sign, columns)
+            return ColumnBatch(ts, np.zeros(len(ts), dtype=np.int64), columns)
         want = 1 if self.query.stream_op is plan.StreamOp.ISTREAM else -1
         index = net_changes(ts, sign, columns, want)
         return ColumnBatch(ts[index], np.zeros(len(index), dtype=np.int64), tuple(c[index] for c in columns))

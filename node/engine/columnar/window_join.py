@@ -115,16 +115,9 @@ class WindowJoin:
             lo[mine], hi[mine] = windows[1 - side].meets(
                 windows[side].key[index_of[mine]], at_of[mine], before=side == 0
             )
-        counts = np.maximum(hi - lo, 0)
-        total = int(counts.sum())
-        which = np.repeat(np.arange(len(at_of), dtype=np.int64), counts)
-        at = (
-            np.repeat(lo, counts)
-            + np.arange(total, dtype=np.int64)
-            - np.repeat(np.cumsum(counts) - counts, counts)
-        )
+        which, at = join_windows.expand(lo, np.maximum(hi - lo, 0))
         of_left = side_of[which] == 0
-        partner = np.empty(total, dtype=np.int64)
+        partner = np.empty(len(which), dtype=np.int64)
         partner[of_left] = windows[1].order[at[of_left]]
         partner[~of_left] = windows[0].order[at[~of_left]]
         own = index_of[which]
