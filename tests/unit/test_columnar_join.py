@@ -1,5 +1,5 @@
 """The columnar engine's join of two windows against the row engine's, the
-reference: random joins of windows by time (sliding too) and by count (keys of
+reference: random joins of windows by time and by count, sliding too (keys of
 integers, of text, of expressions, none at all; residual predicates;
 conditions on one side; a side through a registered query; a self-join)
 over random inputs of both streams, with repeated rows (a row's copies
@@ -42,6 +42,8 @@ windows = st.sampled_from(
         "[Range 3 Slide 2]",
         "[Range 5 Slide 3]",
         "[Range 1 Slide 4]",  # a tuple between two multiples of 4 and > 1 ms before the next: never in it
+        "[Rows 3 Slide 2]",
+        "[Rows 2 Slide 3]",  # one arrival in three never in it
     ]
 )
 # a [Partition By a ...] window joins on a alone
@@ -200,12 +202,8 @@ def test_a_copy_that_enters_when_the_last_one_leaves_begins_a_run() -> None:
     ("query", "why"),
     [
         (
-            "ISTREAM(SELECT S.a FROM S [Rows 4 Slide 2], T [Now] WHERE S.a = T.a)",
-            "a join of [Rows N Slide M] or of [Partition By ... Range T]",
-        ),
-        (
             "ISTREAM(SELECT S.a FROM S [Partition By a Rows 2 Range 3], T [Now] WHERE S.a = T.a)",
-            "a join of [Rows N Slide M] or of [Partition By ... Range T]",
+            "a join of [Partition By ... Range T]",
         ),
         (
             "ISTREAM(SELECT S.a FROM S [Partition By b Rows 2], T [Now] WHERE S.a = T.a)",

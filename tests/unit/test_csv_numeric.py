@@ -249,7 +249,7 @@ JOINS = [
     "REGISTER QUERY q AS DSTREAM(SELECT S.v, T.w FROM S [Rows 3], T [Range 2] WHERE S.v = T.v AND T.w > 0)",
     "REGISTER QUERY q AS ISTREAM(SELECT T.v, k FROM S [Now], T [Partition By v Rows 1] WHERE S.v = T.v)",
     "REGISTER QUERY q AS RSTREAM(SELECT T.v, k FROM S [Now], T [Partition By v Rows 1] WHERE S.v = T.v)",
-    "REGISTER QUERY q AS RSTREAM(SELECT S.v, w FROM S [Range 4 Slide 3], T [Range 2] WHERE S.v = T.v)",
+    "REGISTER QUERY q AS RSTREAM(SELECT S.v, w FROM S [Range 4 Slide 3], T [Rows 3 Slide 2] WHERE S.v = T.v)",
 ]
 TIMED = st.lists(st.tuples(st.integers(0, 30), st.integers(-3, 3), st.integers(-2, 2)), max_size=60)
 

@@ -19,6 +19,8 @@ are FIFO: the latest copy is the last to leave).
   partition (the whole stream for ``[Rows N]``). The conditions on this
   side alone filter after the window, as in the row engine: a tuple they
   drop still takes a place in it (it has a ``passes`` flag of False).
+- :class:`SlidingCountWindow`: ``[Rows N Slide M]``, changing at every
+  M-th arrival: the tuples that leave, then those that enter.
 """
 
 from __future__ import annotations
@@ -382,6 +384,77 @@ class CountWindow(JoinWindow):
     def keep(self, watermark: int) -> None:
         if len(self.ts):
             self._cut(self.rank >= self.counts[self.part] - self.size)
+
+
+class SlidingCountWindow(JoinWindow):
+    """``[Rows N Slide M]``: the window changes when the arrivals reach a
+    multiple of M, at the ts of the tuple that makes it; after the k-th
+    time it holds arrivals kM - N .. kM - 1. Arrival i so enters at the
+    (i // M + 1)-th and leaves at the ((i + N) // M + 1)-th (never in it
+    where the two are the same: N < M). At each, the tuples that leave
+    come before those that enter, each by arrival. The conditions on this
+    side alone filter after the window, as for :class:`CountWindow`."""
+
+    def __init__(self, rows: int, slide: int, width: int) -> None:
+        super().__init__(width)
+        self.size = rows
+        self.slide = slide
+
+    def _enter(self, arrival: Int64s) -> Int64s:
+        return arrival // self.slide + 1
+
+    def _leave(self, arrival: Int64s) -> Int64s:
+        return (arrival + self.size) // self.slide + 1
+
+    def take(self, new: Arrivals, key: Int64s) -> None:
+        arrival = np.arange(self.arrived, self.arrived + len(new.ts), dtype=np.int64)
+        seen = self._leave(arrival) > self._enter(arrival)
+        if not seen.all():  # a tuple never in the window: counted, never shown
+            new = Arrivals(new.ts, new.columns, new.keys, new.passes & seen)
+        super().take(new, key)
+
+    def position(self) -> Int64s:
+        return self.arrival
+
+    def still_in(self, earlier: Int64s, later: Int64s) -> Bools:
+        return self._leave(earlier) > self._enter(later)
+
+    def changes(self, done: int, watermark: int) -> Changes:
+        before = (self.arrived - (len(self.ts) - self.fresh)) // self.slide  # slides before this call
+        now = self.arrived // self.slide
+        if now == before:
+            return Changes(EMPTY, EMPTY, EMPTY, EMPTY, EMPTY)
+        first = int(self.arrival[0])
+        enters, leaves = self._enter(self.arrival), self._leave(self.arrival)
+        enter = np.flatnonzero(self.passes & (enters > before) & (enters <= now))
+        leave = np.flatnonzero(self.passes & (leaves > before) & (leaves <= now))
+        slides = np.concatenate((leaves[leave], enters[enter]))
+        entering = np.concatenate((np.zeros(len(leave), dtype=np.int64), np.ones(len(enter), dtype=np.int64)))
+        return Changes(
+            np.concatenate((leave, enter)),
+            self.ts[slides * self.slide - 1 - first],  # the ts of the tuple that makes each slide
+            2 * slides + entering,  # by slide; in each, those that leave first
+            np.concatenate((self.arrival[leave], self.arrival[enter])),
+            2 * entering - 1,
+        )
+
+    def meets(self, change_keys: Int64s, at: Int64s, before: bool) -> tuple[Int64s, Int64s]:
+        last = at - 1 if before else at
+        first = int(self.arrival[0]) if len(self.arrival) else self.arrived
+        span = len(self.ts) + 1
+        sorted_at = self.key[self.order] * span + (self.arrival[self.order] - first)
+        # arrivals up to the bound, the last slide among them, the N before it
+        upto = first + np.searchsorted(self.ts, last, side="right")
+        hi = upto // self.slide * self.slide
+        lo = np.maximum(hi - self.size, first)
+        key = change_keys * span
+        return np.searchsorted(sorted_at, key + (lo - first)), np.searchsorted(sorted_at, key + (hi - first))
+
+    def keep(self, watermark: int) -> None:
+        # those that left: a prefix, as the slide they leave at grows with arrival
+        cut = int(np.count_nonzero(self._leave(self.arrival) <= self.arrived // self.slide))
+        if cut:
+            self._cut(slice(cut, None))
 
 
 class KeyTimeOrder:

@@ -12,7 +12,8 @@ A query runs vectorized when it is, from its input up,
   by the same keys; or
 - ISTREAM, DSTREAM or RSTREAM of an equi-join of two windows of such chains
   (``[Range T]``, ``[Now]``, ``[Range Unbounded]``, ``[Range T Slide L]``,
-  ``[Rows N]``, or ``[Partition By keys Rows N]`` on its keys), over integer and text
+  ``[Rows N]``, ``[Rows N Slide M]``, or ``[Partition By keys Rows N]`` on
+  its keys), over integer and text
   columns (:mod:`.window_join`);
 
 and every expression in it has a vectorized form
@@ -58,7 +59,7 @@ class JoinSide:
     """One window of a join: its stream's chain, how long a tuple stays
     (``[Range T]``: T + 1 ms, ``[Now]``: 1, ``[Range Unbounded]``: None;
     with ``[Range T Slide L]``, a slide of L ms) or how many stay
-    (``[Rows N]``, ``[Partition By keys Rows N]``), the WHERE's conjuncts
+    (``[Rows N]``, ``[Rows N Slide M]``, ``[Partition By keys Rows N]``), the WHERE's conjuncts
     over this side alone and its join key, both over the window's own
     columns."""
 
@@ -66,7 +67,7 @@ class JoinSide:
     chain: Chain
     width: int  # the window's columns
     life: int | None
-    slide: int  # ms; 1 unless [Range T Slide L]
+    slide: int  # [Range T Slide L]: L ms; [Rows N Slide M]: M tuples; else 1
     rows: int | None  # [Rows N] or [Partition By ... Rows N]: N (then life is None)
     partition: tuple[int, ...]  # [Partition By ...]: the columns
     predicate: plan.Expr | None
@@ -171,15 +172,15 @@ def _join_side(child: plan.PlanNode, only: list[plan.Expr], key: list[plan.Expr]
         life = 1
     elif isinstance(spec, plan.RangeWindow):
         life, slide = spec.closed_range_ms + 1, max(spec.slide_ms, 1)
-    elif isinstance(spec, plan.RowsWindow) and spec.slide <= 1:
-        rows = spec.rows
+    elif isinstance(spec, plan.RowsWindow):
+        rows, slide = spec.rows, max(spec.slide, 1)
     elif isinstance(spec, plan.PartitionWindow) and spec.range_ms is None:
         keyed = {x.index for x in key if isinstance(x, plan.ColRef)}
         if len(keyed) != len(key) or keyed != set(spec.keys):
             raise NotVectorized("a join of [Partition By ...] on other than its keys")
         rows, partition = spec.rows, tuple(spec.keys)
     elif not isinstance(spec, plan.UnboundedWindow):
-        raise NotVectorized("a join of [Rows N Slide M] or of [Partition By ... Range T]")
+        raise NotVectorized("a join of [Partition By ... Range T]")
     for column in window.schema.columns:
         if column.type.name not in (plan.TypeName.INTEGER, plan.TypeName.CHAR) or column.nullable:
             what = "nullable" if column.nullable else column.type.name.value

@@ -19,7 +19,13 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
 from semiactive.node.engine.columnar.grouped_window_aggregate import GroupedEvaluated, GroupedWindowAggregate
-from semiactive.node.engine.columnar.join_windows import Arrivals, CountWindow, JoinWindow, TimeWindow
+from semiactive.node.engine.columnar.join_windows import (
+    Arrivals,
+    CountWindow,
+    JoinWindow,
+    SlidingCountWindow,
+    TimeWindow,
+)
 from semiactive.node.engine.columnar.relation_stream import RelationStream
 from semiactive.node.engine.columnar.shape import (
     Chain,
@@ -252,6 +258,8 @@ class _JoinQuery:
 
 
 def _join_window(side: JoinSide) -> JoinWindow:
+    if side.rows is not None and side.slide > 1:
+        return SlidingCountWindow(side.rows, side.slide, side.width)
     if side.rows is not None:
         return CountWindow(side.rows, side.partition, side.width)
     return TimeWindow(side.life, side.width, side.slide)
