@@ -21,15 +21,32 @@ output. The states left at the end carry over to the next call.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from semiactive.node.engine.columnar import join_windows
 from semiactive.node.engine.columnar.batch import Array, Int64s
 from semiactive.node.engine.columnar.group_numbers import GroupNumbers
-from semiactive.node.engine.columnar.join_windows import EMPTY
+from semiactive.node.engine.columnar.join_windows import EMPTY, Bools
 
 FOREVER = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class States:
+    """Per row and instant of a call, the row's state after its last change
+    there: the row, the instant, its count and stamp, the instant of the
+    row's next state (:data:`FOREVER`: none in the call), whether the
+    instant changed the row's count; and each changed row's first instant."""
+
+    row: Int64s
+    at: Int64s
+    count: Int64s
+    stamp: Int64s
+    until: Int64s
+    moved: Bools
+    first_at: Int64s  # per row number (FOREVER: unchanged)
 
 
 class RelationStream:
@@ -46,15 +63,37 @@ class RelationStream:
     def advance(self, ts: Int64s, sign: Int64s, columns: Sequence[Array]) -> tuple[Int64s, tuple[Array, ...]]:
         """The relation's changes of a call (by instant, in the row engine's
         order) -> what RSTREAM emits: instants and rows."""
-        n = len(ts)
-        if not n:
+        if not len(ts):
             return EMPTY, tuple(EMPTY for _ in columns)
-        row = self.rows.of(list(columns))
+        states = self._states(self.rows.of(list(columns)), ts, sign)
+        emitting = np.unique(states.at[states.moved])
+        # the rows the relation held, until their first change of the call; then the call's states
+        held = self.live_row
+        row = np.concatenate((held, states.row))
+        count = np.concatenate((self.live_count, states.count))
+        stamp = np.concatenate((self.live_stamp, states.stamp))
+        since = np.concatenate((np.full(len(held), -FOREVER, dtype=np.int64), states.at))
+        until = np.concatenate((states.first_at[held], states.until))
+        # each state with a count at each emitting instant it spans, by (instant, stamp)
+        shown = np.flatnonzero(count > 0)
+        lo = np.searchsorted(emitting, since[shown], side="left")
+        hi = np.searchsorted(emitting, until[shown], side="left")
+        which, instant = join_windows.expand(lo, hi - lo)
+        state = shown[which]
+        order = np.lexsort((stamp[state], instant))
+        state, instant = state[order], instant[order]
+        times = count[state]
+        state, instant = np.repeat(state, times), np.repeat(instant, times)
+        out = emitting[instant], tuple(values[row[state]] for values in self.rows.key_values)
+        self._carry(states)
+        return out
+
+    def _states(self, row: Int64s, ts: Int64s, sign: Int64s) -> States:
+        n = len(row)
         count0 = np.zeros(len(self.rows), dtype=np.int64)
         count0[self.live_row] = self.live_count
         stamp0 = np.full(len(self.rows), -1, dtype=np.int64)
         stamp0[self.live_row] = self.live_stamp
-
         # the changes by row, in order within each row
         by_row = np.argsort(row, kind="stable")
         r, s, at = row[by_row], sign[by_row], ts[by_row]
@@ -62,66 +101,39 @@ class RelationStream:
         first[1:] = r[1:] != r[:-1]
         starts = np.flatnonzero(first)
         sums = np.cumsum(s)
-        before_group = np.repeat(sums[starts] - s[starts], np.diff(np.append(starts, n)))
-        after = count0[r] + sums - before_group
+        after = count0[r] + sums - np.repeat(sums[starts] - s[starts], np.diff(np.append(starts, n)))
         before = after - s
-        # an insertion takes the next place; a row's changes keep the last one's
+        # an insertion takes the next place; a row's other changes keep the last one's
         marker = np.where((before == 0) & (after > 0), self.changed + by_row, -1)
         marker[first & (marker < 0)] = stamp0[r[first & (marker < 0)]]
-        valid = np.flatnonzero(marker >= 0)
         last = np.zeros(n, dtype=np.int64)
+        valid = np.flatnonzero(marker >= 0)
         last[valid] = valid
         np.maximum.accumulate(last, out=last)
-        stamp = np.where(marker[last] >= 0, marker[last], -1)
         self.changed += n
-
-        # per row and instant, the state after its last change there
-        closes = np.ones(n, dtype=bool)
+        closes = np.ones(n, dtype=bool)  # the last change of a row at an instant
         closes[:-1] = (r[1:] != r[:-1]) | (at[1:] != at[:-1])
         opens = np.ones(n, dtype=bool)
         opens[1:] = closes[:-1]
-        moved = after[closes] != before[opens]  # the instant's net change of the row
         state_row, state_at = r[closes], at[closes]
-        state_count, state_stamp = after[closes], stamp[closes]
-        emitting = np.unique(state_at[moved])
-        # a state holds until the row's next state (the last ones: on)
         until = np.full(len(state_row), FOREVER, dtype=np.int64)
         same = state_row[1:] == state_row[:-1]
         until[:-1][same] = state_at[1:][same]
-        # the rows unchanged by the call, and the changed ones before their first change
-        touched = np.zeros(len(self.rows), dtype=bool)
-        touched[r] = True
         first_at = np.full(len(self.rows), FOREVER, dtype=np.int64)
         first_at[r[first]] = at[first]
-        carried_row = self.live_row
-        all_row = np.concatenate((carried_row, state_row))
-        all_count = np.concatenate((self.live_count, state_count))
-        all_stamp = np.concatenate((self.live_stamp, state_stamp))
-        all_from = np.concatenate((np.full(len(carried_row), -FOREVER, dtype=np.int64), state_at))
-        all_until = np.concatenate((first_at[carried_row], until))
+        count, stamp, moved = after[closes], marker[last][closes], after[closes] != before[opens]
+        return States(state_row, state_at, count, stamp, until, moved, first_at)
 
-        shown = np.flatnonzero(all_count > 0)
-        lo = np.searchsorted(emitting, all_from[shown], side="left")
-        hi = np.searchsorted(emitting, all_until[shown], side="left")
-        which, instant = join_windows.expand(lo, hi - lo)
-        state = shown[which]
-        order = np.lexsort((all_stamp[state], instant))
-        state, instant = state[order], instant[order]
-        times = all_count[state]
-        state, instant = np.repeat(state, times), np.repeat(instant, times)
-        out_rows = all_row[state]
-        out = emitting[instant], tuple(values[out_rows] for values in self.rows.key_values)
-
-        # what is in the relation after the call
-        final = np.flatnonzero(until == FOREVER)
-        keep_carried = ~touched[carried_row]
-        live = np.concatenate((carried_row[keep_carried], state_row[final]))
-        counts = np.concatenate((self.live_count[keep_carried], state_count[final]))
-        stamps = np.concatenate((self.live_stamp[keep_carried], state_stamp[final]))
+    def _carry(self, states: States) -> None:
+        """What the relation holds after the call: the rows the call did not
+        change, and the last state of each it changed, with a count."""
+        unchanged = states.first_at[self.live_row] == FOREVER
+        final = states.until == FOREVER
+        live = np.concatenate((self.live_row[unchanged], states.row[final]))
+        counts = np.concatenate((self.live_count[unchanged], states.count[final]))
+        stamps = np.concatenate((self.live_stamp[unchanged], states.stamp[final]))
         held = counts > 0
         self.live_row, self.live_count, self.live_stamp = live[held], counts[held], stamps[held]
         if len(self.rows) > 2 * len(self.live_row) + join_windows.FORGET_AFTER:  # forget rows it lost
-            kept = np.unique(self.live_row)
-            number = self.rows.keep(kept)
+            number = self.rows.keep(np.unique(self.live_row))
             self.live_row = number[self.live_row]
-        return out
