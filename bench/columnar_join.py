@@ -49,6 +49,10 @@ QUERIES = {
     "RSTREAM A [Now] x B [Partition By k Rows 1]": (
         "RSTREAM(SELECT A.k, v, w FROM A [Now], B [Partition By k Rows 1] WHERE A.k = B.k)"
     ),
+    "A [Range 100] x B [Now] on k, GROUP BY k": (
+        "ISTREAM(SELECT A.k, COUNT(*) AS n, SUM(w) AS s FROM A [Range 100], B [Now] "
+        "WHERE A.k = B.k GROUP BY A.k)"
+    ),
     "A [Range 100 Slide 10] x B [Now] on k": (
         "ISTREAM(SELECT A.k, v, w FROM A [Range 100 Slide 10], B [Now] WHERE A.k = B.k)"
     ),

@@ -59,6 +59,9 @@ conditions = st.sampled_from(
     ]
 )
 partitioned = st.sampled_from(["[Partition By a Rows 1]", "[Partition By a Rows 2]"])
+aggregates = st.sampled_from(
+    ["COUNT(*) AS n", "SUM(T.c) AS s", "AVG(S.b) AS m", "SUM(S.b * T.c) AS p", "COUNT(T.t) AS q"]
+)
 selections = st.sampled_from(
     ["S.a, T.c", "S.b + T.c AS s", "S.t, T.t AS u, S.a", "S.a, S.b, S.t, T.a AS x, T.c, T.t AS u", "T.c"]
 )
@@ -80,12 +83,17 @@ def programs(draw: Any) -> str:
     condition = draw(conditions)
     where = condition.replace("S.", f"{source}.")
     items = draw(selections).replace("S.", f"{source}.")
+    group_by = ""
+    if op != "RSTREAM" and draw(st.integers(0, 3)) == 0:  # an aggregate over the join
+        keys = draw(st.sampled_from(["", "S.a", "T.t", "S.a, T.t", "T.c"]))
+        calls = draw(st.lists(aggregates, min_size=1, max_size=3, unique=True))
+        items = ", ".join([*filter(None, [keys]), *calls]).replace("S.", f"{source}.")
+        group_by = f" GROUP BY {keys}".replace("S.", f"{source}.") if keys else ""
     left, right = draw(windows), draw(windows)
     if condition in on_a and draw(st.booleans()):
         left, right = draw(st.sampled_from([(draw(partitioned), right), (left, draw(partitioned))]))
-    return text + (
-        f"REGISTER QUERY out AS {op}(SELECT {items} FROM {source} {left}, T {right} WHERE {where});\n"
-    )
+    join = f"{source} {left}, T {right} WHERE {where}"
+    return text + f"REGISTER QUERY out AS {op}(SELECT {items} FROM {join}{group_by});\n"
 
 
 # Mostly a few values, so that rows repeat: copies of a row share its place.
@@ -128,6 +136,9 @@ FORGETTING = st.sampled_from(
         "ISTREAM(SELECT S.a, T.c FROM S [Rows 3], T [Now] WHERE S.a = T.a AND S.b >= 1)",
         "ISTREAM(SELECT S.a, T.c FROM S [Partition By a Rows 2], T [Range 2] WHERE S.a = T.a AND S.b >= 1)",
         "DSTREAM(SELECT S.b, T.c FROM S [Range 3], T [Rows 2] WHERE S.t = T.t AND T.c > 0)",
+        # groups that come and go
+        "ISTREAM(SELECT T.c, COUNT(*) AS n, SUM(S.b) AS s FROM S [Range 2], T [Now] "
+        "WHERE S.a = T.a GROUP BY T.c)",
     ]
 ).map(lambda q: HEADER + f"REGISTER QUERY out AS {q};\n")
 
@@ -138,6 +149,21 @@ def test_forgotten_rows_and_keys_change_nothing(text: str, steps: Any) -> None:
     """Numbers of rows and keys that left are forgotten at every call
     (instead of once there are 1,024 more than tuples): a row or key seen
     again is new, and nothing it meets or starts is lost."""
+    with patch.object(join_windows, "FORGET_AFTER", -(10**9)):
+        _same_outputs(text, steps)
+
+
+def test_a_group_outlives_the_groups_forgotten_before_it() -> None:
+    """Group 1 (c = 2) is still there when group 0 (c = 1) is forgotten (at
+    5): it is numbered 0 from then on, its count and sums with it."""
+    text = HEADER + (
+        "REGISTER QUERY out AS ISTREAM(SELECT T.c, COUNT(*) AS n, SUM(S.b) AS s "
+        "FROM S [Range 2], T [Range 3] WHERE S.a = T.a GROUP BY T.c);\n"
+    )
+    steps = [
+        ([(ts, 0, 1, 1, 5, "")], [(ts, 0, 1, 1, c, "")] if c else [], ts)
+        for ts, c in ((1, 1), (2, 2), (3, 0), (4, 2), (5, 0), (6, 0), (7, 0), (8, 0))
+    ]
     with patch.object(join_windows, "FORGET_AFTER", -(10**9)):
         _same_outputs(text, steps)
 
@@ -204,6 +230,26 @@ def test_a_copy_that_enters_when_the_last_one_leaves_begins_a_run() -> None:
         (
             "ISTREAM(SELECT S.a FROM S [Partition By a Rows 2 Range 3], T [Now] WHERE S.a = T.a)",
             "a join of [Partition By ... Range T]",
+        ),
+        (
+            "ISTREAM(SELECT S.a, MAX(T.c) AS m FROM S [Now], T [Now] WHERE S.a = T.a GROUP BY S.a)",
+            "MIN / MAX over a join (a deletion needs the group's values)",
+        ),
+        (
+            "RSTREAM(SELECT S.a, COUNT(*) AS n FROM S [Now], T [Now] WHERE S.a = T.a GROUP BY S.a)",
+            "RSTREAM of an aggregate over a join",
+        ),
+        (
+            "ISTREAM(SELECT S.a, AVG(T.c) * 2 AS m FROM S [Now], T [Now] WHERE S.a = T.a GROUP BY S.a)",
+            "a float computed from a join's aggregate (NaN and -0.0: rows equal by object)",
+        ),
+        (
+            "ISTREAM(SELECT SUM(F.f) AS t FROM S [Now], F [Now] WHERE S.a = F.a)",
+            "SUM of a float over a join",
+        ),
+        (
+            "ISTREAM(SELECT COUNT(*) AS n FROM S [Now], T [Now] WHERE S.a = T.a GROUP BY S.t)",
+            "a GROUP BY key missing from the SELECT list",
         ),
         (
             "ISTREAM(SELECT S.a FROM S [Partition By b Rows 2], T [Now] WHERE S.a = T.a)",

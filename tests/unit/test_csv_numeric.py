@@ -250,11 +250,13 @@ JOINS = [
     "REGISTER QUERY q AS ISTREAM(SELECT T.v, k FROM S [Now], T [Partition By v Rows 1] WHERE S.v = T.v)",
     "REGISTER QUERY q AS RSTREAM(SELECT T.v, k FROM S [Now], T [Partition By v Rows 1] WHERE S.v = T.v)",
     "REGISTER QUERY q AS RSTREAM(SELECT S.v, w FROM S [Range 4 Slide 3], T [Rows 3 Slide 2] WHERE S.v = T.v)",
+    "REGISTER QUERY q AS ISTREAM(SELECT S.v, COUNT(*) AS n, SUM(w) AS s, AVG(w) AS m "
+    "FROM S [Range 6], T [Now] WHERE S.v = T.v GROUP BY S.v)",
 ]
 TIMED = st.lists(st.tuples(st.integers(0, 30), st.integers(-3, 3), st.integers(-2, 2)), max_size=60)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     program=st.sampled_from(JOINS),
     left=TIMED,

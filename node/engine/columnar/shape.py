@@ -75,6 +75,14 @@ class JoinSide:
 
 
 @dataclass(frozen=True)
+class JoinGrouping:
+    """GROUP BY with COUNT, SUM and AVG of integers over a join's relation."""
+
+    group_by: tuple[plan.Expr, ...]
+    calls: tuple[plan.AggCall, ...]
+
+
+@dataclass(frozen=True)
 class JoinQuery:
     """ISTREAM, DSTREAM or RSTREAM of an equi-join of two windows, with the
     rest of its WHERE over the joined row and its SELECT list."""
@@ -82,8 +90,9 @@ class JoinQuery:
     left: JoinSide
     right: JoinSide
     residual: plan.Expr | None
-    project: tuple[plan.Expr, ...] | None
+    project: tuple[plan.Expr, ...] | None  # over the joined row, or over the grouping's
     stream_op: plan.StreamOp
+    grouping: JoinGrouping | None = None
 
     @property
     def inputs(self) -> tuple[str, str]:
@@ -121,6 +130,13 @@ def _windowed(node: plan.ToStream) -> VectorQuery | JoinQuery:
         return _joined(node, below, None, project)
     if not isinstance(below, plan.Aggregate):
         raise NotVectorized(f"{node.op.value.upper()} over {type(below).__name__} (only over an aggregate)")
+    grouped = plan.resolve(below.child)
+    if isinstance(grouped, plan.Select) and isinstance(plan.resolve(grouped.child), plan.Join):
+        join = plan.resolve(grouped.child)
+        assert isinstance(join, plan.Join)
+        return _joined(node, join, grouped.predicate, project, below)
+    if isinstance(grouped, plan.Join):
+        return _joined(node, grouped, None, project, below)
     if below.group_by:
         _check_groups(below.group_by, project, node.op)
     window = plan.resolve(below.child)
@@ -143,12 +159,19 @@ def _windowed(node: plan.ToStream) -> VectorQuery | JoinQuery:
 
 
 def _joined(
-    node: plan.ToStream, join: plan.Join, where: plan.Expr | None, project: tuple[plan.Expr, ...] | None
+    node: plan.ToStream,
+    join: plan.Join,
+    where: plan.Expr | None,
+    project: tuple[plan.Expr, ...] | None,
+    aggregate: plan.Aggregate | None = None,
 ) -> JoinQuery:
-    """An equi-join of two windows of streams, over integers and text."""
-    for column in plan.resolve(node).schema.columns:
-        if column.type.name is plan.TypeName.FLOAT:
-            raise NotVectorized("a join's float output (NaN and -0.0: rows equal by object)")
+    """An equi-join of two windows of streams, over integers and text, and
+    maybe an aggregate over it."""
+    grouping = None if aggregate is None else _join_grouping(node, aggregate, project)
+    if grouping is None:
+        for column in plan.resolve(node).schema.columns:
+            if column.type.name is plan.TypeName.FLOAT:
+                raise NotVectorized("a join's float output (NaN and -0.0: rows equal by object)")
     parts = join_conditions(join, where)
     for expr in parts.residual:
         _check(expr)
@@ -156,7 +179,35 @@ def _joined(
         _join_side(join.left, parts.left_only, parts.left_key),
         _join_side(join.right, parts.right_only, parts.right_key),
     )
-    return JoinQuery(sides[0], sides[1], conjunction(parts.residual), project, node.op)
+    return JoinQuery(sides[0], sides[1], conjunction(parts.residual), project, node.op, grouping)
+
+
+def _join_grouping(
+    node: plan.ToStream, aggregate: plan.Aggregate, project: tuple[plan.Expr, ...] | None
+) -> JoinGrouping:
+    """COUNT, SUM and AVG of integers over a join, its GROUP BY keys all
+    selected; a float out only as an AVG itself (never NaN or -0.0)."""
+    if node.op is plan.StreamOp.RSTREAM:
+        raise NotVectorized("RSTREAM of an aggregate over a join")
+    _check_groups(aggregate.group_by, project, node.op)
+    for call in aggregate.aggregates:
+        if call.func in (plan.AggFunc.MIN, plan.AggFunc.MAX):
+            raise NotVectorized("MIN / MAX over a join (a deletion needs the group's values)")
+        if call.arg is not None:
+            _check(call.arg)
+            if call.func is not plan.AggFunc.COUNT and call.arg.type.name is not plan.TypeName.INTEGER:
+                raise NotVectorized(f"{call.func.value.upper()} of a {call.arg.type.name.value} over a join")
+    averages = {
+        len(aggregate.group_by) + i for i, c in enumerate(aggregate.aggregates) if c.func is plan.AggFunc.AVG
+    }
+    for expr in project or ():
+        if expr.type.name is plan.TypeName.FLOAT and not (
+            isinstance(expr, plan.ColRef) and expr.index in averages
+        ):
+            raise NotVectorized(
+                "a float computed from a join's aggregate (NaN and -0.0: rows equal by object)"
+            )
+    return JoinGrouping(tuple(aggregate.group_by), tuple(aggregate.aggregates))
 
 
 def _join_side(child: plan.PlanNode, only: list[plan.Expr], key: list[plan.Expr]) -> JoinSide:

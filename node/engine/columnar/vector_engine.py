@@ -18,6 +18,7 @@ import numpy as np
 
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar.batch import UNREAD, Array, ColumnBatch, Int64s, concat
+from semiactive.node.engine.columnar.change_aggregate import ChangeAggregate
 from semiactive.node.engine.columnar.grouped_window_aggregate import GroupedEvaluated, GroupedWindowAggregate
 from semiactive.node.engine.columnar.join_windows import (
     Arrivals,
@@ -209,7 +210,8 @@ class _Query:
 
 
 class _JoinQuery:
-    """ISTREAM / DSTREAM / RSTREAM of a join of two windows (:mod:`.window_join`)."""
+    """ISTREAM / DSTREAM / RSTREAM of a join of two windows (:mod:`.window_join`),
+    or ISTREAM / DSTREAM of an aggregate over it (:mod:`.change_aggregate`)."""
 
     def __init__(self, query: JoinQuery) -> None:
         self.query = query
@@ -217,6 +219,8 @@ class _JoinQuery:
         self.join = WindowJoin(_join_window(left), _join_window(right), len(left.key))
         width = len(query.project) if query.project is not None else left.width + right.width
         self.relation = RelationStream(width) if query.stream_op is plan.StreamOp.RSTREAM else None
+        grouping = query.grouping
+        self.grouping = None if grouping is None else ChangeAggregate(grouping.group_by, grouping.calls)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -238,6 +242,8 @@ class _JoinQuery:
             keep = lambda columns: evaluate(residual, columns, len(columns[0]))  # noqa: E731
         changes = self.join.advance(arrivals[0], arrivals[1], done, watermark, keep)
         ts, sign, columns = changes.ts, changes.sign, changes.columns
+        if self.grouping is not None:
+            ts, sign, columns = self.grouping.advance(ts, sign, columns)
         if self.query.project is not None:
             columns = tuple(evaluate(x, columns, len(ts)) for x in self.query.project)
         if self.relation is not None:
