@@ -14,7 +14,8 @@ A query runs vectorized when it is, from its input up,
   (``[Range T]``, ``[Now]``, ``[Range Unbounded]``, ``[Range T Slide L]``,
   ``[Rows N]``, ``[Rows N Slide M]``, or ``[Partition By keys Rows N]`` on
   its keys), over integer and text
-  columns (:mod:`.window_join`);
+  columns (:mod:`.window_join`), or ISTREAM or DSTREAM of a GROUP BY with
+  COUNT, SUM and AVG of integers over such a join (:mod:`.change_aggregate`);
 
 and every expression in it has a vectorized form
 (:func:`vector_exprs.unsupported`). Anything else keeps the row engine;
@@ -85,7 +86,8 @@ class JoinGrouping:
 @dataclass(frozen=True)
 class JoinQuery:
     """ISTREAM, DSTREAM or RSTREAM of an equi-join of two windows, with the
-    rest of its WHERE over the joined row and its SELECT list."""
+    rest of its WHERE over the joined row, maybe a GROUP BY over it
+    (``grouping``), and its SELECT list."""
 
     left: JoinSide
     right: JoinSide
