@@ -6,8 +6,8 @@ applies each instant's changes to their groups and then, for each group
 whose row changed, in the order of the groups' first change at that
 instant, emits ``-old`` and ``+new`` (a group appears with its first row
 and leaves when its count is 0). Here each group keeps its count and sums;
-a call's changes are sorted by group, their running count and sums found
-by cumulative sums, and each group's state before its first and after its
+a call's changes are sorted by group (:mod:`.change_runs`), their running
+count and sums found by cumulative sums, and each group's state before its first and after its
 last change of an instant compared. MIN and MAX are not here: a deletion
 needs the multiset of the group's values.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from semiactive.node.cql import plan
 from semiactive.node.engine.columnar import join_windows
 from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.change_runs import KeyRuns
 from semiactive.node.engine.columnar.group_numbers import GroupNumbers
 from semiactive.node.engine.columnar.join_windows import EMPTY
 from semiactive.node.engine.columnar.vector_exprs import INT64, evaluate
@@ -52,31 +53,20 @@ class ChangeAggregate:
         else:
             group = np.zeros(n, dtype=np.int64)
         self._grow(len(self.groups) if self.group_by else 1)
-        # the changes by group, in order within each group
-        by_group = np.argsort(group, kind="stable")
-        g, s, at = group[by_group], sign[by_group], ts[by_group]
-        first = np.ones(n, dtype=bool)
-        first[1:] = g[1:] != g[:-1]
-        starts = np.flatnonzero(first)
-        lengths = np.diff(np.append(starts, n))
+        runs = KeyRuns.of(group, ts, sign)
         # per change, each total's step (the count's, then each sum's) and its value after it
-        steps: list[Array] = [s]
+        steps: list[Array] = [runs.sign]
         args = [c.arg for c in self.calls if c.func is not plan.AggFunc.COUNT]
         for k, arg in enumerate(args):
             assert arg is not None
-            values = np.asarray(evaluate(arg, columns, n))[by_group]
+            values = np.asarray(evaluate(arg, columns, n))[runs.order]
             if _may_overflow(values, self.sums[k], n):  # Python ints, as the row engine's
                 values, self.sums[k] = values.astype(object), self.sums[k].astype(object)
-            steps.append(s * values)
+            steps.append(runs.sign * values)
         totals = [self.count, *self.sums]
-        after = [
-            total[g] + _running(step, starts, lengths) for step, total in zip(steps, totals, strict=True)
-        ]
+        after = [total[runs.key] + runs.running(step) for step, total in zip(steps, totals, strict=True)]
         # each group's state before its first and after its last change of an instant
-        closes = np.ones(n, dtype=bool)
-        closes[:-1] = (g[1:] != g[:-1]) | (at[1:] != at[:-1])
-        opens = np.ones(n, dtype=bool)
-        opens[1:] = closes[:-1]
+        opens, closes = runs.opens, runs.closes
         before_state = [x[opens] - step[opens] for x, step in zip(after, steps, strict=True)]
         after_state = [x[closes] for x in after]
         old, new = self._results(before_state), self._results(after_state)
@@ -87,17 +77,16 @@ class ChangeAggregate:
         # by instant, groups in the order of their first change there: -old, then +new
         dropped = np.flatnonzero(had & (~has | differs))
         put = np.flatnonzero(has & (~had | differs))
-        first_change = by_group[opens]
+        first_change = runs.order[opens]
         order = np.argsort(np.concatenate((2 * first_change[dropped], 2 * first_change[put] + 1)))
         state = np.concatenate((dropped, put))[order]
         is_new = np.concatenate((np.zeros(len(dropped), dtype=bool), np.ones(len(put), dtype=bool)))[order]
-        state_group = g[closes]
+        state_group = runs.key[closes]
         keys = tuple(values[state_group[state]] for values in self.groups.key_values) if self.group_by else ()
         results = tuple(np.where(is_new, b[state], a[state]) for a, b in zip(old, new, strict=True))
-        out = at[closes][state], np.where(is_new, 1, -1).astype(np.int64), (*keys, *results)
+        out = runs.at[closes][state], np.where(is_new, 1, -1).astype(np.int64), (*keys, *results)
         # each group's last state carries over
-        last = np.ones(len(state_group), dtype=bool)
-        last[:-1] = state_group[1:] != state_group[:-1]
+        last = runs.last_state()
         for total, x in zip([self.count, *self.sums], after_state, strict=True):
             total[state_group[last]] = x[last]
         self._forget()
@@ -127,13 +116,6 @@ class ChangeAggregate:
             self.groups.keep(live)
             self.count = self.count[live]
             self.sums = [x[live] for x in self.sums]
-
-
-def _running(values: Array, starts: Int64s, lengths: Int64s) -> Array:
-    """Within each run (``starts``, ``lengths``), the sum of its values up
-    to each one."""
-    sums = np.cumsum(values)
-    return sums - np.repeat(sums[starts] - values[starts], lengths)  # type: ignore[no-any-return]
 
 
 def _may_overflow(values: Array, sums: Array, n: int) -> bool:

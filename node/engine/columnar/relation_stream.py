@@ -27,6 +27,7 @@ import numpy as np
 
 from semiactive.node.engine.columnar import join_windows
 from semiactive.node.engine.columnar.batch import Array, Int64s
+from semiactive.node.engine.columnar.change_runs import KeyRuns
 from semiactive.node.engine.columnar.group_numbers import GroupNumbers
 from semiactive.node.engine.columnar.join_windows import EMPTY, Bools
 
@@ -94,30 +95,23 @@ class RelationStream:
         count0[self.live_row] = self.live_count
         stamp0 = np.full(len(self.rows), -1, dtype=np.int64)
         stamp0[self.live_row] = self.live_stamp
-        # the changes by row, in order within each row
-        by_row = np.argsort(row, kind="stable")
-        r, s, at = row[by_row], sign[by_row], ts[by_row]
-        first = np.ones(n, dtype=bool)
-        first[1:] = r[1:] != r[:-1]
-        starts = np.flatnonzero(first)
-        sums = np.cumsum(s)
-        after = count0[r] + sums - np.repeat(sums[starts] - s[starts], np.diff(np.append(starts, n)))
+        runs = KeyRuns.of(row, ts, sign)
+        r, s, at = runs.key, runs.sign, runs.at
+        after = count0[r] + runs.running(s)
         before = after - s
         # an insertion takes the next place; a row's other changes keep the last one's
-        marker = np.where((before == 0) & (after > 0), self.changed + by_row, -1)
+        marker = np.where((before == 0) & (after > 0), self.changed + runs.order, -1)
+        first = runs.first
         marker[first & (marker < 0)] = stamp0[r[first & (marker < 0)]]
         last = np.zeros(n, dtype=np.int64)
         valid = np.flatnonzero(marker >= 0)
         last[valid] = valid
         np.maximum.accumulate(last, out=last)
         self.changed += n
-        closes = np.ones(n, dtype=bool)  # the last change of a row at an instant
-        closes[:-1] = (r[1:] != r[:-1]) | (at[1:] != at[:-1])
-        opens = np.ones(n, dtype=bool)
-        opens[1:] = closes[:-1]
+        opens, closes = runs.opens, runs.closes
         state_row, state_at = r[closes], at[closes]
         until = np.full(len(state_row), FOREVER, dtype=np.int64)
-        same = state_row[1:] == state_row[:-1]
+        same = ~runs.last_state()[:-1]
         until[:-1][same] = state_at[1:][same]
         first_at = np.full(len(self.rows), FOREVER, dtype=np.int64)
         first_at[r[first]] = at[first]
